@@ -1,0 +1,22 @@
+# Warning, ISA and sanitizer flags shared by every loom target.
+add_library(loom_build_flags INTERFACE)
+target_compile_options(loom_build_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wshadow=local -Wnon-virtual-dtor
+    # Designated initializers deliberately leave optional context fields out.
+    -Wno-missing-field-initializers>
+  $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra>)
+if(LOOM_WERROR)
+  target_compile_options(loom_build_flags INTERFACE -Werror)
+endif()
+if(LOOM_NATIVE)
+  target_compile_options(loom_build_flags INTERFACE -march=native)
+endif()
+if(LOOM_SANITIZE)
+  target_compile_options(loom_build_flags INTERFACE
+    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  target_link_options(loom_build_flags INTERFACE -fsanitize=address,undefined)
+endif()
+if(LOOM_SANITIZE_THREAD)
+  target_compile_options(loom_build_flags INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
+  target_link_options(loom_build_flags INTERFACE -fsanitize=thread)
+endif()

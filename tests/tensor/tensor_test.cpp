@@ -1,0 +1,121 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "loom/error.hpp"
+#include "loom/tensor.hpp"
+#include "support/test_support.hpp"
+
+using loom::DType;
+using loom::Shape;
+using loom::Tensor;
+
+namespace {
+Tensor iota_f32(const Shape& shape) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  float* p = t.mutable_data<float>();
+  std::iota(p, p + t.numel(), 0.0f);
+  return t;
+}
+}  // namespace
+
+TEST_CASE("owned storage is 64-byte aligned and accounted") {
+  const auto before = loom::Storage::owned_bytes_live();
+  {
+    auto s = loom::Storage::allocate(1000);
+    CHECK(reinterpret_cast<uintptr_t>(s->data()) % 64 == 0);
+    CHECK(s->size() == 1000);
+    CHECK_FALSE(s->is_mapped());
+    CHECK(loom::Storage::owned_bytes_live() == before + 1000);
+    CHECK(loom::Storage::owned_bytes_peak() >= before + 1000);
+  }
+  CHECK(loom::Storage::owned_bytes_live() == before);
+  auto empty = loom::Storage::allocate(0);
+  CHECK(empty->data() != nullptr);
+}
+
+TEST_CASE("slices and reshapes are views that share storage") {
+  Tensor t = iota_f32(Shape{4, 6});
+  Tensor rows = t.slice(0, 1, 2);
+  CHECK(rows.shape() == Shape{2, 6});
+  CHECK(rows.shares_storage_with(t));
+  CHECK(rows.is_contiguous());
+  CHECK(rows.data<float>()[0] == 6.0f);
+
+  Tensor cols = t.slice(1, 2, 3);
+  CHECK(cols.shape() == Shape{4, 3});
+  CHECK_FALSE(cols.is_contiguous());
+  CHECK(cols.data<float>()[0] == 2.0f);
+  CHECK(cols.strides()[0] == 6);
+
+  Tensor flat = t.reshape(Shape{24});
+  CHECK(flat.shares_storage_with(t));
+  CHECK(flat.data<float>()[23] == 23.0f);
+  CHECK_THROWS_AS(t.reshape(Shape{5, 5}), loom::Error);
+  CHECK_THROWS_AS(cols.reshape(Shape{12}), loom::Error);
+  CHECK_THROWS_AS(t.slice(0, 3, 2), loom::Error);
+  CHECK_THROWS_AS(t.slice(2, 0, 1), loom::Error);
+
+  // Writes through a view are visible in the parent (no copy happened).
+  rows.mutable_data<float>()[0] = -1.0f;
+  CHECK(t.data<float>()[6] == -1.0f);
+}
+
+TEST_CASE("copy is explicit, deep and contiguous, also from strided views") {
+  Tensor t = iota_f32(Shape{3, 4});
+  Tensor tr = t.transpose2d();
+  CHECK(tr.shape() == Shape{4, 3});
+  CHECK_FALSE(tr.is_contiguous());
+  Tensor c = tr.copy();
+  CHECK(c.is_contiguous());
+  CHECK_FALSE(c.shares_storage_with(t));
+  const std::vector<float> expect{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11};
+  CHECK(std::vector<float>(c.data<float>(), c.data<float>() + 12) == expect);
+  Tensor sub = t.slice(1, 1, 2).copy();
+  CHECK(std::vector<float>(sub.data<float>(), sub.data<float>() + 6) ==
+        std::vector<float>{1, 2, 5, 6, 9, 10});
+}
+
+TEST_CASE("quantized tensors slice by whole rows only") {
+  // q8_0: 34 bytes per 32 elements; 3 rows of 64 elements = 2 blocks per row.
+  Tensor q = Tensor::zeros(Shape{3, 64}, DType::q8_0);
+  CHECK(q.nbytes() == 3 * 2 * 34);
+  Tensor row = q.slice(0, 1, 1);
+  CHECK(row.byte_offset() == 68);
+  CHECK(row.nbytes() == 68);
+  CHECK_THROWS_AS(q.slice(1, 0, 32), loom::Error);
+  CHECK_THROWS_AS(q.transpose2d(), loom::Error);
+  CHECK_THROWS_AS(Tensor::zeros(Shape{2, 40}, DType::q4_0), loom::Error);
+}
+
+TEST_CASE("a tensor cannot be larger than its storage") {
+  auto s = loom::Storage::allocate(16);
+  CHECK_NOTHROW(Tensor(s, 0, Shape{4}, DType::f32));
+  CHECK_THROWS_AS(Tensor(s, 4, Shape{4}, DType::f32), loom::Error);
+  CHECK_THROWS_AS(Tensor(s, 0, Shape{2, 2}, DType::f64), loom::Error);
+  Tensor t(s, 0, Shape{2, 2}, DType::f32, loom::Layout::transposed);
+  CHECK(t.layout() == loom::Layout::transposed);
+  CHECK(t.describe() == "f32[2, 2] transposed cpu");
+}
+
+TEST_CASE("tensors over a mapped file are zero-copy and read-only") {
+  loom::test::TempDir dir;
+  std::vector<uint8_t> bytes(256);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i);
+  loom::test::write_file_bytes(dir / "w.bin", bytes);
+  auto file = loom::MappedFile::open((dir / "w.bin").string(), loom::IoMode::mmap);
+  auto storage = loom::Storage::view(file, 64, 128);
+  Tensor t(storage, 0, Shape{32}, DType::f32);
+  CHECK(t.is_mapped());
+  CHECK(file->contains(t.raw_data(), static_cast<size_t>(t.nbytes())));
+  CHECK(std::memcmp(t.raw_data(), bytes.data() + 64, 128) == 0);
+  CHECK_THROWS_AS(t.mutable_raw_data(), loom::Error);
+  CHECK_THROWS_AS(loom::Storage::view(file, 200, 100), loom::Error);
+  // The storage keeps the mapping alive after the last outside reference goes.
+  std::weak_ptr<const loom::MappedFile> weak = file;
+  file.reset();
+  CHECK_FALSE(weak.expired());
+  CHECK(static_cast<const uint8_t*>(t.raw_data())[0] == 64);
+}
