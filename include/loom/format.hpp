@@ -1,0 +1,170 @@
+// loom external formats — the first of loom's three weight representations.
+//
+// Opening a path (a weight file, or a model directory laid out the way people download
+// models) yields a WeightSource: the files it spans, the tensor records they hold
+// (external name, dtype, row-major shape, file, byte offset, byte length) and the
+// format's metadata (GGUF key/values with their types, safetensors `__metadata__`).
+// The format is chosen by magic bytes, never by file name alone. This layer knows
+// nothing about models: names are the files' own, shapes are as stored.
+//
+// Ownership: a WeightSource owns its MappedFiles through shared_ptr; tensors it hands
+// out keep their file mapped even after the WeightSource is gone.
+// Thread-safety: a WeightSource is immutable after open; all const methods may be
+// called from any thread at once.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "loom/mapped_file.hpp"
+#include "loom/tensor.hpp"
+
+namespace loom {
+
+// One metadata value. GGUF values keep their GGUF type tag (so a writer can
+// round-trip them bit-exactly); safetensors metadata values are all strings.
+class MetaValue {
+ public:
+  enum class Type : uint8_t { u8, i8, u16, i16, u32, i32, u64, i64, f32, f64, boolean, string, array };
+
+  MetaValue() = default;
+  static MetaValue of_uint(uint64_t v, Type t = Type::u64);
+  static MetaValue of_int(int64_t v, Type t = Type::i64);
+  static MetaValue of_float(double v, Type t = Type::f64);
+  static MetaValue of_bool(bool v);
+  static MetaValue of_string(std::string v);
+  // `element_type` is the type of the elements (GGUF arrays are homogeneous).
+  static MetaValue of_array(std::vector<MetaValue> v, Type element_type);
+
+  Type type() const noexcept { return type_; }
+  Type element_type() const noexcept { return element_type_; }  // arrays only
+  bool is_integer() const noexcept;
+  bool is_number() const noexcept;
+  // Conversions throw loom::Error(format) naming the expected type when they don't fit.
+  int64_t as_int() const;
+  uint64_t as_uint() const;
+  double as_double() const;
+  bool as_bool() const;
+  const std::string& as_string() const;
+  const std::vector<MetaValue>& as_array() const;
+  std::string to_display_string(size_t max_array_items = 8) const;
+
+ private:
+  Type type_ = Type::u64;
+  Type element_type_ = Type::u64;
+  std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<MetaValue>> value_;
+};
+
+std::string_view meta_type_name(MetaValue::Type type) noexcept;
+
+// Ordered key/value metadata (order is kept so writers can round-trip files).
+class Metadata {
+ public:
+  const MetaValue* find(std::string_view key) const noexcept;
+  bool contains(std::string_view key) const noexcept { return find(key) != nullptr; }
+  // Adds or replaces a key.
+  void set(std::string key, MetaValue value);
+  const std::vector<std::pair<std::string, MetaValue>>& entries() const noexcept { return entries_; }
+  size_t size() const noexcept { return entries_.size(); }
+
+ private:
+  std::vector<std::pair<std::string, MetaValue>> entries_;
+  std::map<std::string, size_t, std::less<>> index_;
+};
+
+enum class FormatKind : uint8_t { safetensors, gguf, torch, npy, pack };
+std::string_view format_kind_name(FormatKind kind) noexcept;
+
+struct SourceFile {
+  std::string path;
+  uint64_t size = 0;
+  std::shared_ptr<const MappedFile> file;
+};
+
+// Where one tensor's bytes are. Offsets are absolute within the file.
+struct TensorRecord {
+  std::string name;  // external name, exactly as stored
+  DType dtype = DType::f32;
+  Shape shape;            // row-major (GGUF's ggml-order dims are reversed on read)
+  uint32_t file_index = 0;  // into WeightSource::files()
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+  // Element strides when the stored tensor is not contiguous (PyTorch views); absent
+  // means contiguous row-major.
+  std::optional<Strides> strides;
+};
+
+struct OpenOptions {
+  IoMode io_mode = IoMode::automatic;
+  uint64_t fs_magic_override = 0;  // tests: pretend the files live on this filesystem
+};
+
+class WeightSource {
+ public:
+  WeightSource(FormatKind kind, std::string root, std::vector<SourceFile> files,
+               std::vector<TensorRecord> tensors, Metadata metadata);
+
+  FormatKind format() const noexcept { return kind_; }
+  // The path that was opened (file or directory).
+  const std::string& root() const noexcept { return root_; }
+  const std::vector<SourceFile>& files() const noexcept { return files_; }
+  const std::vector<TensorRecord>& tensors() const noexcept { return tensors_; }
+  const Metadata& metadata() const noexcept { return metadata_; }
+  const TensorRecord* find(std::string_view name) const noexcept;
+
+  // The record's tensor: a zero-copy view into the mapping when the file is mapped and
+  // the record is contiguous (and the host little-endian), otherwise an owned copy.
+  Tensor load(const TensorRecord& record) const;
+  // Copies dst.size() bytes of the record's (contiguous) data starting at
+  // `offset_in_tensor` into dst: the building block of bounded streaming conversion.
+  void read(const TensorRecord& record, uint64_t offset_in_tensor, std::span<std::byte> dst) const;
+
+ private:
+  FormatKind kind_;
+  std::string root_;
+  std::vector<SourceFile> files_;
+  std::vector<TensorRecord> tensors_;
+  Metadata metadata_;
+  std::map<std::string, size_t, std::less<>> by_name_;
+};
+
+// Opens a weight file or a model directory. A directory resolves, in this order:
+// `*.pack` index (loom's pack), `model.safetensors.index.json` + shards,
+// `model.safetensors`, `pytorch_model.bin.index.json` + shards, `pytorch_model.bin`,
+// a single `*.gguf`, a folder of `*.npy` files. Throws loom::Error naming the path.
+std::unique_ptr<WeightSource> open_weights(const std::filesystem::path& path,
+                                           const OpenOptions& options = {});
+
+// Identifies a file's format from its first bytes; nullopt when unknown.
+std::optional<FormatKind> sniff_format(std::span<const std::byte> head) noexcept;
+
+// ---- Writers (all write to a temporary name and rename, so a failed write never
+// leaves a file that looks complete) ----
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;  // contiguous
+};
+
+void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+// Writes `shard_count` shards `<stem>-0000i-of-0000n.safetensors` plus
+// `<stem>.safetensors.index.json` into `dir`, splitting the tensors in order by size.
+void write_safetensors_sharded(const std::filesystem::path& dir, std::string_view stem,
+                               std::span<const NamedTensor> tensors, int shard_count,
+                               const std::map<std::string, std::string>& metadata = {});
+// GGUF v3. Shapes are given row-major and written in ggml order; `alignment` is also
+// stored as general.alignment when it is not 32.
+void write_gguf(const std::filesystem::path& path, const Metadata& metadata,
+                std::span<const NamedTensor> tensors, uint32_t alignment = 32);
+void write_npy(const std::filesystem::path& path, const Tensor& tensor);
+
+}  // namespace loom
