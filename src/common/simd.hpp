@@ -5,11 +5,8 @@
 
 #include <immintrin.h>
 
-// GCC 12's AVX-512 headers build results from _mm512_undefined_*(), which trips
-// -Wmaybe-uninitialized at every call site of our kernels (a known false positive).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// (GCC 12's false -Wmaybe-uninitialized in its AVX-512 headers is switched off for the
+// whole build in cmake/LoomCompilerFlags.cmake.)
 
 #define LOOM_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define LOOM_TARGET_AVX512 \
