@@ -66,10 +66,10 @@ LOOM_TARGET_AVX512 inline void matvec_avx512(const typename L::T* w, int64_t str
       a2 = _mm512_fmadd_ps(L::load_masked(w2 + full, tail), xv, a2);
       a3 = _mm512_fmadd_ps(L::load_masked(w3 + full, tail), xv, a3);
     }
-    y[r] = _mm512_reduce_add_ps(a0);
-    y[r + 1] = _mm512_reduce_add_ps(a1);
-    y[r + 2] = _mm512_reduce_add_ps(a2);
-    y[r + 3] = _mm512_reduce_add_ps(a3);
+    y[r] = simd::hsum512(a0);
+    y[r + 1] = simd::hsum512(a1);
+    y[r + 2] = simd::hsum512(a2);
+    y[r + 3] = simd::hsum512(a3);
   }
   // Leftover rows accumulate in exactly the order the 4-row loop uses, so a row's
   // result never depends on how rows were split between threads.
@@ -80,7 +80,7 @@ LOOM_TARGET_AVX512 inline void matvec_avx512(const typename L::T* w, int64_t str
     if (tail) {
       a0 = _mm512_fmadd_ps(L::load_masked(w0 + full, tail), _mm512_maskz_loadu_ps(tail, x + full), a0);
     }
-    y[r] = _mm512_reduce_add_ps(a0);
+    y[r] = simd::hsum512(a0);
   }
 }
 
@@ -112,14 +112,6 @@ struct Bf16x8 {
   }
 };
 
-LOOM_TARGET_AVX2 inline float hsum256(__m256 v) {
-  const __m128 lo = _mm256_castps256_ps128(v);
-  const __m128 hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 template <typename L>
 LOOM_TARGET_AVX2 inline void matvec_avx2(const typename L::T* w, int64_t stride, const float* x,
@@ -140,7 +132,7 @@ LOOM_TARGET_AVX2 inline void matvec_avx2(const typename L::T* w, int64_t stride,
       a2 = _mm256_fmadd_ps(L::load(w2 + c), xv, a2);
       a3 = _mm256_fmadd_ps(L::load(w3 + c), xv, a3);
     }
-    float s0 = hsum256(a0), s1 = hsum256(a1), s2 = hsum256(a2), s3 = hsum256(a3);
+    float s0 = simd::hsum256(a0), s1 = simd::hsum256(a1), s2 = simd::hsum256(a2), s3 = simd::hsum256(a3);
     for (int64_t c = full; c < cols; ++c) {
       s0 += L::scalar(w0 + c) * x[c];
       s1 += L::scalar(w1 + c) * x[c];
@@ -156,7 +148,7 @@ LOOM_TARGET_AVX2 inline void matvec_avx2(const typename L::T* w, int64_t stride,
     const typename L::T* w0 = w + r * stride;
     __m256 a0 = _mm256_setzero_ps();
     for (int64_t c = 0; c < full; c += 8) a0 = _mm256_fmadd_ps(L::load(w0 + c), _mm256_loadu_ps(x + c), a0);
-    float s0 = hsum256(a0);
+    float s0 = simd::hsum256(a0);
     for (int64_t c = full; c < cols; ++c) s0 += L::scalar(w0 + c) * x[c];
     y[r] = s0;
   }
