@@ -8,6 +8,7 @@
 #include "loom/convert.hpp"
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
+#include "runtime/kernels/gemm_kernels.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -183,8 +184,22 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     });
     return;
   }
+  if (gemm_avx512_supports(w.dtype())) {
+    // The calling thread's buffer, named through a local reference: inside the lambda
+    // a thread_local would name each worker's own (empty) instance.
+    thread_local PackedActivations packed_storage;
+    PackedActivations& packed = packed_storage;
+    pack_activations(x, x_stride, n_tokens, w.shape()[1], packed);
+    pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+      gemm_avx512(w, r0, r1, packed, y, y_stride);
+      add_bias(bias, r0, r1, n_tokens, y, y_stride);
+    });
+    return;
+  }
   pool.parallel_for(rows, kGemmRows, [&](int64_t r0, int64_t r1, int) {
-    gemm_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
+    {
+      gemm_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
+    }
     add_bias(bias, r0, r1, n_tokens, y, y_stride);
   });
 }
