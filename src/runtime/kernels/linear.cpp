@@ -204,6 +204,11 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
   });
 }
 
+bool linear_supports(DType dtype) noexcept {
+  if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) return true;
+  return is_quantized(dtype) && quant::has_kernels(dtype);
+}
+
 void embedding_row(const Tensor& table, int64_t row, float* out) {
   const int64_t rows = table.shape()[0];
   const int64_t cols = table.shape()[1];

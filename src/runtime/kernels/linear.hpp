@@ -21,6 +21,9 @@ void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t 
 void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride,
             int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool);
 
+// True when linear() has a kernel for weights of this dtype.
+bool linear_supports(DType dtype) noexcept;
+
 // Copies row `row` of an embedding table [vocab, dim] (any dtype) into out as f32.
 void embedding_row(const Tensor& table, int64_t row, float* out);
 

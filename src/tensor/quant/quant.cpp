@@ -11,6 +11,8 @@ namespace loom::quant {
 bool can_dequantize(DType) noexcept { return false; }
 bool dequantize(DType, const void*, float*, size_t) { return false; }
 
+bool has_kernels(DType) noexcept { return false; }
+
 DType activation_dtype(DType weight) {
   throw Error(ErrorCode::unsupported,
               "no kernels for quantized dtype " + std::string(dtype_name(weight)));

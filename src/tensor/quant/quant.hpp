@@ -15,6 +15,8 @@ bool can_dequantize(DType dtype) noexcept;
 // Returns false when the dtype is not handled.
 bool dequantize(DType dtype, const void* src, float* dst, size_t n);
 
+// True when dot_rows() handles weights of `dtype`.
+bool has_kernels(DType dtype) noexcept;
 // The activation dtype the weight type's dot product consumes.
 DType activation_dtype(DType weight);
 // Quantizes n floats (a whole number of the activation type's blocks) into dst.
