@@ -201,7 +201,9 @@ TEST_CASE("unpickler refuses object-building opcodes and misuse of allowed globa
       {raw({0x82, 1, '.'}), "EXT1 (0x82)"},
       {raw({'S', '\'', 'x', '\'', '\n', '.'}), "STRING (0x53)"},
       {raw({0xff, '.'}), "unknown opcode 0xff"},
-      {raw({'N'}), "pickle ends inside"},
+      {raw({'N'}), "pickle ends without STOP"},
+      {raw({']', 0x85}), "pickle ends without STOP"},  // found by fuzz_unpickler: an over-read
+      {raw({'X', 5, 0}), "pickle ends inside BINUNICODE (0x58)"},
       {raw({'N', 'N', '.'}), "holds a None, not a state dict"},
       {raw({'a', '.'}), "on an empty stack"},
       {raw({'h', 7, '.'}), "memo index 7 was never stored"},
