@@ -108,7 +108,7 @@ TEST_CASE("npy refusals") {
 
 TEST_CASE("a folder of .npy files is one tensor per file") {
   TempDir dir;
-  const auto model = loom::test::tiny_model();
+  const auto model = loom::test::tiny_format_model();
   for (const auto& t : model) {
     loom::write_npy(dir / (t.name + ".npy"), t.tensor);
   }

@@ -60,7 +60,7 @@ TEST_CASE("safetensors round-trips every dtype bit-exactly") {
 
 TEST_CASE("safetensors data section starts 8-byte aligned") {
   TempDir dir;
-  auto model = loom::test::tiny_model();
+  auto model = loom::test::tiny_format_model();
   loom::write_safetensors(dir / "m.safetensors", model);
   auto src = loom::open_weights(dir / "m.safetensors");
   CHECK(src->tensors()[0].offset % 8 == 0);

@@ -297,7 +297,7 @@ TEST_CASE("unpickler limits stop pickle bombs") {
 TEST_CASE("torch archives with bad zip structure") {
   TempDir dir;
   const auto good = dir / "good.bin";
-  loom::write_torch(good, loom::test::tiny_model());
+  loom::write_torch(good, loom::test::tiny_format_model());
   const auto bytes = loom::test::read_file_bytes(good);
   auto find_last = [&](uint32_t sig) {
     for (size_t i = bytes.size() - 4; i-- > 0;) {

@@ -28,7 +28,7 @@ std::span<const std::byte> bytes_of(std::string_view s) {
 
 TEST_CASE("mapped loads are zero-copy views into the mapping") {
   TempDir dir;
-  const auto model = loom::test::tiny_model();
+  const auto model = loom::test::tiny_format_model();
   loom::write_safetensors(dir / "m.safetensors", model);
   auto src = loom::open_weights(dir / "m.safetensors", {.io_mode = IoMode::mmap});
   const auto& file = src->files()[0].file;
@@ -49,7 +49,7 @@ TEST_CASE("mapped loads are zero-copy views into the mapping") {
 
 TEST_CASE("stream mode hands out owned copies with identical bytes") {
   TempDir dir;
-  const auto model = loom::test::tiny_model();
+  const auto model = loom::test::tiny_format_model();
   loom::write_gguf(dir / "m.gguf", {}, model);
   auto streamed = loom::open_weights(dir / "m.gguf", {.io_mode = IoMode::stream});
   CHECK_FALSE(streamed->files()[0].file->is_mapped());
@@ -86,7 +86,7 @@ TEST_CASE("read() copies bounded chunks of a record") {
 
 TEST_CASE("loads from many threads at once") {
   TempDir dir;
-  const auto model = loom::test::tiny_model();
+  const auto model = loom::test::tiny_format_model();
   loom::write_safetensors(dir / "m.safetensors", model);
   for (auto mode : {IoMode::mmap, IoMode::stream}) {
     auto src = loom::open_weights(dir / "m.safetensors", {.io_mode = mode});
@@ -108,7 +108,7 @@ TEST_CASE("loads from many threads at once") {
 
 TEST_CASE("the same tiny model through every format lists the same tensors with the same bytes") {
   TempDir dir;
-  const auto model = loom::test::tiny_model();
+  const auto model = loom::test::tiny_format_model();
   std::filesystem::create_directories(dir / "st");
   std::filesystem::create_directories(dir / "sharded");
   std::filesystem::create_directories(dir / "gguf");
@@ -155,13 +155,13 @@ TEST_CASE("sniff_format reads magic bytes, not names") {
   CHECK_FALSE(sniff_format({}).has_value());
 
   TempDir dir;  // a GGUF named .safetensors is still a GGUF
-  loom::write_gguf(dir / "misnamed.safetensors", {}, loom::test::tiny_model());
+  loom::write_gguf(dir / "misnamed.safetensors", {}, loom::test::tiny_format_model());
   CHECK(loom::open_weights(dir / "misnamed.safetensors")->format() == FormatKind::gguf);
 }
 
 TEST_CASE("model directories resolve the way people lay them out") {
   TempDir dir;
-  const auto model = loom::test::tiny_model();
+  const auto model = loom::test::tiny_format_model();
   SECTION("model.safetensors wins over pytorch_model.bin and a .gguf") {
     loom::write_safetensors(dir / "model.safetensors", model);
     loom::write_torch(dir / "pytorch_model.bin", model);
@@ -204,7 +204,7 @@ TEST_CASE("model directories resolve the way people lay them out") {
 
 TEST_CASE("writers leave no partial file behind") {
   TempDir dir;
-  const auto model = loom::test::tiny_model();
+  const auto model = loom::test::tiny_format_model();
   // The target is a directory, so the final rename fails after everything was written.
   std::filesystem::create_directories(dir / "taken.safetensors" / "x");
   expect_error([&] { loom::write_safetensors(dir / "taken.safetensors", model); }, ErrorCode::io, "cannot rename",

@@ -21,7 +21,7 @@ Tensor patterned_tensor(const Shape& shape, DType dtype, uint32_t seed) {
   return t;
 }
 
-std::vector<NamedTensor> tiny_model() {
+std::vector<NamedTensor> tiny_format_model() {
   return {
       {"embed.weight", patterned_tensor({4, 8}, DType::f32, 1)},
       {"layers.0.norm", patterned_tensor({16}, DType::f16, 2)},
@@ -37,7 +37,7 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   const Tensor ca = a.is_contiguous() ? a : a.copy();
   const Tensor cb = b.is_contiguous() ? b : b.copy();
   return ca.nbytes() == cb.nbytes() &&
-         std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.nbytes())) == 0;
+         (ca.nbytes() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.nbytes())) == 0);
 }
 
 uint64_t fnv1a64(const void* data, size_t n) {

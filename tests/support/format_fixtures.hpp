@@ -24,7 +24,7 @@ Tensor patterned_tensor(const Shape& shape, DType dtype, uint32_t seed);
 
 // Six tensors every format can hold: f32 [4, 8], f16 [16], f64 [2, 3, 4], i32 [5],
 // i8 [3, 2], f32 scalar [].
-std::vector<NamedTensor> tiny_model();
+std::vector<NamedTensor> tiny_format_model();
 
 bool same_bytes(const Tensor& a, const Tensor& b);
 
