@@ -243,3 +243,39 @@ TEST_CASE("WeightSource refuses records outside their files") {
   CHECK(ok.find("w") == &ok.tensors()[0]);
   CHECK(ok.find("v") == nullptr);
 }
+
+// A cut file either fails with an error naming it or — when the cut removed only
+// trailing padding (GGUF pads after its last tensor) — still yields every tensor intact.
+TEST_CASE("every truncation of every format is a loom::Error naming the file") {
+  TempDir dir;
+  const auto model = loom::test::tiny_format_model();
+  loom::write_safetensors(dir / "m.safetensors", model);
+  loom::write_gguf(dir / "m.gguf", {}, model);
+  loom::write_torch(dir / "m.bin", model);
+  loom::write_npy(dir / "m.npy", model[0].tensor);
+  for (const char* name : {"m.safetensors", "m.gguf", "m.bin", "m.npy"}) {
+    const auto full = loom::test::read_file_bytes(dir / name);
+    const auto cut_path = (dir / (std::string("cut-") + name)).string();
+    size_t checked = 0, padding_only = 0;
+    for (size_t len = 0; len < full.size(); len += len < 300 ? 1 : 13) {
+      INFO(name << " cut to " << len << " of " << full.size() << " bytes");
+      loom::test::write_file_bytes(cut_path, std::vector<uint8_t>(full.begin(), full.begin() + static_cast<long>(len)));
+      for (auto mode : {IoMode::mmap, IoMode::stream}) {
+        try {
+          auto src = loom::open_weights(cut_path, {.io_mode = mode});
+          CHECK(std::string(name) == "m.gguf");
+          REQUIRE(src->tensors().size() == model.size());
+          for (size_t i = 0; i < model.size(); ++i) {
+            CHECK(loom::test::same_bytes(src->load(src->tensors()[i]), model[i].tensor));
+          }
+          ++padding_only;
+        } catch (const loom::Error& e) {
+          CHECK(e.context().file == cut_path);
+        }
+      }
+      ++checked;
+    }
+    CHECK(checked > 100);
+    CHECK(padding_only < 64);
+  }
+}
