@@ -123,6 +123,9 @@ struct OpenOptions {
 
 class WeightSource {
  public:
+  // Normally built by open_weights. Checks every record against its file (throws
+  // Error(format) for bytes past the end or a duplicate name) and sets span_bytes of
+  // contiguous records where it was left 0.
   WeightSource(FormatKind kind, std::string root, std::vector<SourceFile> files,
                std::vector<TensorRecord> tensors, Metadata metadata);
 
@@ -136,7 +139,10 @@ class WeightSource {
   const SourceFile& file_of(const TensorRecord& record) const;
 
   // The record's tensor: a zero-copy view into the mapping when the file is mapped and
-  // the record is contiguous (and the host little-endian), otherwise an owned copy.
+  // the record is contiguous (and the host little-endian), otherwise an owned copy
+  // (strided records are gathered into a dense tensor; empty ones are always owned).
+  // A view's data pointer has the alignment the file gives it (torch and GGUF align,
+  // safetensors offsets need not be element-aligned).
   Tensor load(const TensorRecord& record) const;
   // Copies dst.size() bytes of the record's (contiguous) data starting at
   // `offset_in_tensor` into dst: the building block of bounded streaming conversion.

@@ -5,9 +5,9 @@
 namespace loom::format {
 
 namespace {
-// ids 4 and 5 (Q4_2, Q4_3) and 31..33 (Q4_0_4_4 ...) were removed from ggml; a file
-// using them is as unknown to ggml as it is to loom.
-constexpr std::array<GgmlType, 36> kGgmlTypes{{
+// ids 4 and 5 (Q4_2, Q4_3) were removed from ggml and are unknown; the later removed
+// repacked types (31..33, 36..38) are named so that an old file gets a clear message.
+constexpr std::array<GgmlType, 38> kGgmlTypes{{
     {0, "f32", DType::f32},
     {1, "f16", DType::f16},
     {2, "q4_0", DType::q4_0},
@@ -43,6 +43,8 @@ constexpr std::array<GgmlType, 36> kGgmlTypes{{
     {34, "tq1_0", std::nullopt},
     {35, "tq2_0", std::nullopt},
     {36, "iq4_nl_4_4 (removed)", std::nullopt},
+    {37, "iq4_nl_4_8 (removed)", std::nullopt},
+    {38, "iq4_nl_8_8 (removed)", std::nullopt},
     {39, "mxfp4", std::nullopt},
 }};
 }  // namespace
