@@ -1,0 +1,120 @@
+// Real vocabularies against the ids their own tokenizers produced (shared/reference):
+// llama.cpp's test-tokenizer-0 vectors and the model prompts' ids.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "loom/tokenizer.hpp"
+#include "tokenizer/tok_test_util.hpp"
+
+using loom::Tokenizer;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct MatchReport {
+  size_t inputs = 0;
+  size_t matched = 0;
+  size_t roundtrips = 0;
+};
+
+// Encodes every .inp string with add_special=false, parse_special=false, compares with
+// the .out ids, and checks decode(encode(x)) == x when `lossless`.
+MatchReport check_vectors(const Tokenizer& tok, const fs::path& inp, const fs::path& out,
+                          bool lossless, const std::string& label) {
+  const auto inputs = loom::test::read_vocab_inputs(inp);
+  const auto expected = loom::test::read_vocab_outputs(out);
+  REQUIRE(inputs.size() == expected.size());
+  REQUIRE(inputs.size() >= 40);
+  MatchReport rep;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto ids = tok.encode(inputs[i], false, false);
+    ++rep.inputs;
+    INFO(label << " input #" << i << ": '" << inputs[i] << "'");
+    CHECK(loom::test::ids_to_string(ids) == loom::test::ids_to_string(expected[i]));
+    if (ids == expected[i]) ++rep.matched;
+    if (lossless) {
+      const std::string back = tok.decode(expected[i]);
+      CHECK(back == inputs[i]);
+      if (back == inputs[i]) ++rep.roundtrips;
+    }
+  }
+  std::printf("tokenizer reference %-34s %zu/%zu inputs match exactly", label.c_str(), rep.matched, rep.inputs);
+  if (lossless) std::printf(", decode round-trips %zu/%zu", rep.roundtrips, rep.inputs);
+  std::printf("\n");
+  return rep;
+}
+
+// "<ids>" line of a *.ids.txt file.
+std::vector<int32_t> read_ids_file(const fs::path& p) {
+  return loom::test::parse_ids(loom::test::read_file_text(p));
+}
+
+}  // namespace
+
+TEST_CASE("llama2 tokenizer.json reproduces llama.cpp's llama-spm vectors") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const fs::path dir = ref / "tokenizers" / "llama2";
+  auto tok = loom::test::load_json_tokenizer(dir / "tokenizer.json", dir / "tokenizer_config.json");
+  CHECK(tok->vocab_size() == 32000);
+  CHECK(tok->bos_id() == 1);
+  CHECK(tok->eos_id() == 2);
+  CHECK(tok->unk_id() == 0);
+  CHECK(tok->add_bos());
+  CHECK_FALSE(tok->add_eos());
+  const auto rep = check_vectors(*tok, dir / "ggml-vocab-llama-spm.gguf.inp",
+                                 dir / "ggml-vocab-llama-spm.gguf.out", true, "llama2/tokenizer.json");
+  CHECK(rep.matched == rep.inputs);
+}
+
+TEST_CASE("llama3 tokenizer.json reproduces llama.cpp's llama-bpe vectors") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const fs::path dir = ref / "tokenizers" / "llama3";
+  auto tok = loom::test::load_json_tokenizer(dir / "tokenizer.json", dir / "tokenizer_config.json");
+  CHECK(tok->vocab_size() == 128256);
+  CHECK(tok->bos_id() == 128000);
+  CHECK(tok->eos_id() == 128001);
+  CHECK(tok->is_eos(128009));  // <|eot_id|>
+  CHECK(tok->is_special(128000));
+  CHECK_FALSE(tok->chat_template().empty());
+  const auto rep = check_vectors(*tok, dir / "ggml-vocab-llama-bpe.gguf.inp",
+                                 dir / "ggml-vocab-llama-bpe.gguf.out", true, "llama3/tokenizer.json");
+  CHECK(rep.matched == rep.inputs);
+}
+
+TEST_CASE("model tokenizer.json files reproduce the prompt ids llama.cpp fed the models") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  struct Case {
+    const char* model;
+    const char* prompt_file;  // logits/<name>.ids.txt
+    const char* text;
+  };
+  const Case cases[] = {
+      {"stories260K", "once_upon", "Once upon a time"},
+      {"stories260K", "zoo", "Zoo"},
+      {"tiny-llama", "france", "The capital of France is Paris, and the capital of Germany is"},
+      {"tiny-llama", "chinese", "中国的首都是北京。"},
+      {"tiny-llama", "code", "def add(a, b):\n    return a + b"},
+      {"qwen2-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
+      {"qwen2-tiny", "code-add", "def add(a, b):\n    return a + b"},
+      {"gpt2-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
+      {"gpt2-tiny", "code-add", "def add(a, b):\n    return a + b"},
+      {"small-quant", "story", "Once upon a time, there was a little girl named Lily."},
+  };
+  size_t matched = 0;
+  for (const auto& c : cases) {
+    const fs::path hf = ref / "models" / c.model / "hf";
+    auto tok = loom::test::load_json_tokenizer(hf / "tokenizer.json", hf / "tokenizer_config.json");
+    const auto expected = read_ids_file(ref / "models" / c.model / "logits" / (std::string(c.prompt_file) + ".ids.txt"));
+    const auto ids = tok->encode(c.text, true, false);
+    INFO(c.model << " / " << c.prompt_file);
+    CHECK(loom::test::ids_to_string(ids) == loom::test::ids_to_string(expected));
+    if (ids == expected) ++matched;
+    // Decoding drops the BOS the model adds and gives the prompt back.
+    CHECK(tok->decode(ids, true) == c.text);
+  }
+  std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", "models/*/hf/tokenizer.json", matched,
+              std::size(cases));
+}
