@@ -118,3 +118,61 @@ TEST_CASE("model tokenizer.json files reproduce the prompt ids llama.cpp fed the
   std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", "models/*/hf/tokenizer.json", matched,
               std::size(cases));
 }
+
+TEST_CASE("vocab-only GGUFs reproduce llama.cpp's test-tokenizer-0 vectors") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  struct Case {
+    const char* vocab;
+    bool lossless;
+  };
+  // Every vocabulary here round-trips its inputs; Falcon's and GPT-NeoX's too.
+  const Case cases[] = {{"llama-spm", true}, {"phi-3", true}, {"gpt-2", true},
+                        {"falcon", true}, {"starcoder", true}, {"gpt-neox", true}};
+  for (const auto& c : cases) {
+    const fs::path gguf = ref / "tokenizers" / (std::string("ggml-vocab-") + c.vocab + ".gguf");
+    auto tok = Tokenizer::load(gguf);
+    const auto rep = check_vectors(*tok, fs::path(gguf.string() + ".inp"), fs::path(gguf.string() + ".out"),
+                                   c.lossless, std::string("ggml-vocab-") + c.vocab + ".gguf");
+    CHECK(rep.matched == rep.inputs);
+  }
+}
+
+TEST_CASE("model GGUFs reproduce the prompt ids llama.cpp fed the models") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  struct Case {
+    const char* gguf;
+    const char* ids;
+    const char* text;
+  };
+  const std::string capital = "The capital of France is Paris, and the capital of Germany is";
+  const std::string code = "def add(a, b):\n    return a + b";
+  const Case cases[] = {
+      {"stories260K/gguf/stories260K-f32.gguf", "stories260K/logits/once_upon.ids.txt", "Once upon a time"},
+      {"stories260K/gguf/stories260K-f32.gguf", "stories260K/logits/zoo.ids.txt", "Zoo"},
+      {"tiny-llama/tiny-llama-f32.gguf", "tiny-llama/logits/france.ids.txt", capital.c_str()},
+      {"tiny-llama/tiny-llama-f32.gguf", "tiny-llama/logits/chinese.ids.txt", "中国的首都是北京。"},
+      {"tiny-llama/tiny-llama-f32.gguf", "tiny-llama/logits/code.ids.txt", code.c_str()},
+      {"mistral-tiny/mistral-tiny-f32.gguf", "mistral-tiny/logits/capital.ids.txt", capital.c_str()},
+      {"mistral-tiny/mistral-tiny-f32.gguf", "mistral-tiny/logits/code-add.ids.txt", code.c_str()},
+      {"phi3-tiny/phi3-tiny-f32.gguf", "phi3-tiny/logits/capital.ids.txt", capital.c_str()},
+      {"phi3-tiny/phi3-tiny-f32.gguf", "phi3-tiny/logits/code-add.ids.txt", code.c_str()},
+      {"qwen2-tiny/qwen2-tiny-f32.gguf", "qwen2-tiny/logits/capital.ids.txt", capital.c_str()},
+      {"qwen2-tiny/qwen2-tiny-f32.gguf", "qwen2-tiny/logits/code-add.ids.txt", code.c_str()},
+      {"gpt2-tiny/gpt2-tiny-f32.gguf", "gpt2-tiny/logits/capital.ids.txt", capital.c_str()},
+      {"gpt2-tiny/gpt2-tiny-f32.gguf", "gpt2-tiny/logits/code-add.ids.txt", code.c_str()},
+      {"small-quant/small-quant-q8_0.gguf", "small-quant/logits/story.ids.txt",
+       "Once upon a time, there was a little girl named Lily."},
+  };
+  size_t matched = 0;
+  for (const auto& c : cases) {
+    auto tok = Tokenizer::load(ref / "models" / c.gguf);
+    const auto expected = read_ids_file(ref / "models" / c.ids);
+    const auto ids = tok->encode(c.text, true, false);
+    INFO(c.gguf << " / " << c.ids);
+    CHECK(loom::test::ids_to_string(ids) == loom::test::ids_to_string(expected));
+    if (ids == expected) ++matched;
+    CHECK(tok->decode(ids, true) == c.text);
+  }
+  std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", "models/*/*.gguf", matched,
+              std::size(cases));
+}
