@@ -280,8 +280,11 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
   }
   impl->decoder = DecoderPlan(std::move(dsteps));
 
-  add_bos = r.opt_bool("tokenizer.ggml.add_bos_token").value_or(add_bos);
-  add_eos = r.opt_bool("tokenizer.ggml.add_eos_token").value_or(add_eos);
+  // A default that needs a missing BOS id is dropped; an explicit flag must be honoured.
+  const auto add_bos_key = r.opt_bool("tokenizer.ggml.add_bos_token");
+  const auto add_eos_key = r.opt_bool("tokenizer.ggml.add_eos_token");
+  add_bos = add_bos_key.value_or(add_bos && impl->bos.has_value());
+  add_eos = add_eos_key.value_or(add_eos);
   if (add_bos && !impl->bos) r.fail("tokenizer.ggml.add_bos_token is true but there is no BOS token id");
   if (add_eos && !impl->eos) r.fail("tokenizer.ggml.add_eos_token is true but there is no EOS token id");
   if (add_bos) impl->prefix_ids.push_back(*impl->bos);
