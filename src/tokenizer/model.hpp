@@ -101,6 +101,10 @@ class BpeModel {
 
   void encode(std::string_view word, std::vector<int32_t>& out, ModelScratch& scratch) const;
   const MergeTable& merges() const noexcept { return merges_; }
+  // Subword prefix/suffix depend on where a word starts and ends.
+  bool has_affixes() const noexcept {
+    return !options_.continuing_subword_prefix.empty() || !options_.end_of_word_suffix.empty();
+  }
 
  private:
   int32_t char_id(std::string_view word, size_t begin, size_t len, bool first, bool last) const;

@@ -55,25 +55,85 @@ void Tokenizer::Impl::finalize(const std::vector<int32_t>& extra_eog, bool eog_b
     const bool candidate = eog_by_name_any_token || (attrs[static_cast<size_t>(id)] & (tok::attr_special | tok::attr_added));
     if (candidate && tok::is_end_of_turn_text(texts[static_cast<size_t>(id)])) eos_ids.push_back(id);
   }
+  // Texts may be cut before each run of '▁' when no token could span such a cut: every
+  // '▁' in every token is part of its leading run, and '▁' itself is a token.
+  split_at_metaspace = (spm != nullptr || (pre_tokenizer.empty() && bpe && !bpe->has_affixes())) &&
+                       vocab.find(tok::kMetaspace).has_value();
+  for (const auto& [text, id] : vocab.entries()) {
+    if (!split_at_metaspace) break;
+    size_t lead = 0;
+    while (text.compare(lead, tok::kMetaspace.size(), tok::kMetaspace) == 0) lead += tok::kMetaspace.size();
+    if (text.find(tok::kMetaspace, lead) != std::string::npos) split_at_metaspace = false;
+  }
   std::sort(eos_ids.begin(), eos_ids.end());
   eos_ids.erase(std::unique(eos_ids.begin(), eos_ids.end()), eos_ids.end());
 }
+
+namespace {
+// Word cache limits: only worth it for long texts; short words repeat, long ones rarely.
+constexpr size_t kWordCacheMinText = 4096;
+constexpr size_t kWordCacheMaxWord = 64;
+constexpr size_t kWordCacheMaxEntries = 1 << 16;
+}  // namespace
 
 void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse_special,
                              std::vector<int32_t>& out) const {
   if (add_special) out.insert(out.end(), prefix_ids.begin(), prefix_ids.end());
   tok::ModelScratch scratch;
+  auto model_encode = [&](std::string_view word, std::vector<int32_t>& ids, tok::ModelScratch& sc) {
+    if (bpe) {
+      bpe->encode(word, ids, sc);
+    } else {
+      spm->encode(word, ids, sc);
+    }
+  };
   std::vector<tok::Piece> pieces;
+  // Long texts repeat their words: remember each short word's ids for this call (the
+  // cache is per call, so concurrent encodes share nothing).
+  const bool use_cache = text.size() >= kWordCacheMinText;
+  tok::StringIdMap cache_index;  // word -> offset into cache_ids; its length is next
+  std::vector<int32_t> cache_ids;
+  auto encode_word = [&](std::string_view word) {
+    if (!use_cache || word.size() > kWordCacheMaxWord) {
+      model_encode(word, out, scratch);
+      return;
+    }
+    if (const auto it = cache_index.find(word); it != cache_index.end()) {
+      const auto begin = static_cast<size_t>(it->second);
+      const auto n = static_cast<size_t>(cache_ids[begin]);
+      out.insert(out.end(), cache_ids.begin() + static_cast<std::ptrdiff_t>(begin + 1),
+                 cache_ids.begin() + static_cast<std::ptrdiff_t>(begin + 1 + n));
+      return;
+    }
+    const size_t first = out.size();
+    model_encode(word, out, scratch);
+    if (cache_index.size() < kWordCacheMaxEntries) {
+      cache_index.emplace(std::string(word), static_cast<int32_t>(cache_ids.size()));
+      cache_ids.push_back(static_cast<int32_t>(out.size() - first));
+      cache_ids.insert(cache_ids.end(), out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
+    }
+  };
   auto run_model = [&](std::string&& s, bool at_start) {
     pieces.clear();
     pieces.push_back({std::move(s), at_start});
     pre_tokenizer.apply(pieces);
     for (const auto& p : pieces) {
-      if (bpe) {
-        bpe->encode(p.text, out, scratch);
-      } else {
-        spm->encode(p.text, out, scratch);
+      if (!split_at_metaspace) {
+        encode_word(p.text);
+        continue;
       }
+      // Cut before every run of '▁' (exact: no token has a '▁' after another character).
+      const std::string_view t = p.text;
+      const std::string_view meta = tok::kMetaspace;
+      size_t start = 0;
+      for (size_t i = t.find(meta, 1); i != std::string_view::npos; i = t.find(meta, i + meta.size())) {
+        const bool run_continues = i >= meta.size() && t.compare(i - meta.size(), meta.size(), meta) == 0;
+        if (!run_continues && i > start) {
+          encode_word(t.substr(start, i - start));
+          start = i;
+        }
+      }
+      encode_word(t.substr(start));
     }
   };
   std::vector<tok::AddedTokenMatcher::Segment> segs;

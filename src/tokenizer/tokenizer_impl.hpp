@@ -22,6 +22,8 @@
 namespace loom {
 
 namespace tok {
+inline constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // ▁ U+2581
+
 enum TokenAttr : uint8_t {
   attr_special = 1,      // control / special added token
   attr_added = 2,        // an added token (matched before the model)
@@ -49,6 +51,9 @@ struct Tokenizer::Impl {
   std::vector<int32_t> prefix_ids;            // added by add_special
   std::vector<int32_t> suffix_ids;
   tok::DecoderPlan decoder;
+  // SentencePiece-style vocabularies without a pre-tokenizer: encode the text word by word
+  // (cut before each run of '▁'); set by finalize() only when that is exact.
+  bool split_at_metaspace = false;
 
   std::optional<int32_t> bos, eos, unk, pad;
   std::vector<int32_t> eos_ids;
