@@ -70,8 +70,6 @@ class JsonReader {
     return doc;
   }
 
-  static bool is_null(element e) { return e.is_null(); }
-
   std::optional<element> field(element obj, std::string_view key) const {
     if (!obj.is_object()) return std::nullopt;
     element v;
@@ -326,13 +324,13 @@ void read_decoder(const JsonReader& r, element e, std::vector<DecoderStep>& out)
 }
 
 // TemplateProcessing / Roberta / Bert / Sequence: the ids add_special puts around A.
-void read_post_processor(const JsonReader& r, element e, const Tokenizer::Impl& impl,
-                         std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) {
+void read_post_processor(const JsonReader& r, element e, std::vector<int32_t>& prefix,
+                         std::vector<int32_t>& suffix) {
   const std::string_view type = type_of(r, e, "post_processor");
   if (type == "Sequence") {
     const auto list = r.field(e, "processors");
     if (!list) r.fail("post_processor Sequence without \"processors\"");
-    for (element child : r.arr(*list, "processors")) read_post_processor(r, child, impl, prefix, suffix);
+    for (element child : r.arr(*list, "processors")) read_post_processor(r, child, prefix, suffix);
     return;
   }
   if (type == "ByteLevel") return;  // offsets only
@@ -371,7 +369,6 @@ void read_post_processor(const JsonReader& r, element e, const Tokenizer::Impl& 
     }
     return;
   }
-  (void)impl;
   unsupported(r, "post_processor", type);
 }
 
@@ -527,7 +524,7 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
     throw e.with_context({.file = impl->name});
   }
   if (const auto p = r.field(doc, "post_processor")) {
-    read_post_processor(r, *p, *impl, impl->prefix_ids, impl->suffix_ids);
+    read_post_processor(r, *p, impl->prefix_ids, impl->suffix_ids);
   }
   for (int32_t id : impl->prefix_ids) {
     if (id > max_id) r.fail(str_cat("post_processor token id ", std::to_string(id), " is outside the vocabulary"));
