@@ -176,3 +176,17 @@ TEST_CASE("model GGUFs reproduce the prompt ids llama.cpp fed the models") {
   std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", "models/*/*.gguf", matched,
               std::size(cases));
 }
+
+TEST_CASE("qwen2's NFC normalizer composes decomposed input before byte-level BPE") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const fs::path hf = ref / "models" / "qwen2-tiny" / "hf";
+  auto tok = loom::test::load_json_tokenizer(hf / "tokenizer.json", hf / "tokenizer_config.json");
+  const std::string composed = "caf\xC3\xA9 na\xC3\xAFve";      // café naïve
+  const std::string decomposed = "cafe\xCC\x81 nai\xCC\x88ve";  // e + U+0301, i + U+0308
+  CHECK(tok->encode(decomposed) == tok->encode(composed));
+  CHECK(tok->decode(tok->encode(decomposed)) == composed);
+  CHECK_FALSE(tok->add_bos());  // Qwen2 adds no BOS
+  CHECK(tok->eos_id() == 7165);
+  CHECK(tok->is_eos(7167));  // <|im_end|>
+  CHECK(tok->encode("<|im_start|>user", false, true).front() == 7166);
+}
