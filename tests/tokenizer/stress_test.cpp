@@ -134,3 +134,39 @@ TEST_CASE("one tokenizer serves many threads at once") {
   for (auto& th : threads) th.join();
   for (int v : ok) CHECK(v == 3);
 }
+
+TEST_CASE("random bytes never break encode; vocabularies with every byte give them back") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  struct Case {
+    std::shared_ptr<const Tokenizer> tok;
+    bool every_byte;  // a token for each of the 256 bytes (byte-level alphabet or <0xNN>)
+  };
+  // Falcon and GPT-NeoX have no token for bytes that never occur in UTF-8 (C0, C1,
+  // F5..FF): like HF and llama.cpp, encoding drops those bytes. Qwen2 normalizes to NFC.
+  const std::vector<Case> cases = {
+      {loom::test::load_json_tokenizer(ref / "tokenizers/llama2/tokenizer.json"), true},
+      {loom::test::load_json_tokenizer(ref / "tokenizers/llama3/tokenizer.json"), true},
+      {Tokenizer::load(ref / "tokenizers/ggml-vocab-llama-spm.gguf"), true},
+      {Tokenizer::load(ref / "tokenizers/ggml-vocab-gpt-2.gguf"), true},
+      {loom::test::load_json_tokenizer(ref / "models/qwen2-tiny/hf/tokenizer.json"), false},
+      {Tokenizer::load(ref / "tokenizers/ggml-vocab-falcon.gguf"), false},
+      {Tokenizer::load(ref / "tokenizers/ggml-vocab-gpt-neox.gguf"), false},
+  };
+  std::mt19937 rng(99);
+  for (int round = 0; round < 40; ++round) {
+    std::string text(1 + rng() % 200, '\0');
+    for (auto& c : text) {
+      // Mostly ASCII and UTF-8 lead/continuation bytes, so partial characters are common.
+      const uint32_t r = rng() % 4;
+      c = static_cast<char>(r == 0 ? rng() % 128 : r == 1 ? 0x80 + rng() % 64 : r == 2 ? 0xC0 + rng() % 64 : rng() % 256);
+    }
+    for (const auto& [tok, every_byte] : cases) {
+      INFO(tok->name() << " round " << round);
+      for (int32_t id : tok->encode(text, true, true)) REQUIRE((id >= 0 && id < tok->vocab_size()));
+      const auto ids = tok->encode(text);
+      const std::string back = tok->decode(ids);
+      if (every_byte) CHECK(back == text);
+      CHECK(back.size() <= text.size() + 3);
+    }
+  }
+}
