@@ -209,6 +209,61 @@ bool is_ascii(std::string_view s) noexcept {
 
 }  // namespace
 
+namespace {
+
+// Characters that are NFC_Quick_Check=Yes with canonical combining class 0 in every
+// Unicode version: NFC leaves them as they are and never composes them with what comes
+// before, so NFC may cut the text in front of each of them (UAX #15, "stable" starters).
+// Deliberately narrow: Latin/Greek/Cyrillic precomposed letters below U+0300, CJK, kana
+// (without the combining voicing marks U+3099/U+309A), Hangul syllables, fullwidth ASCII,
+// emoji.
+constexpr uint32_t kNfcStableStarters[][2] = {
+    {0x0000, 0x02FF}, {0x3000, 0x3029}, {0x3030, 0x303F}, {0x3040, 0x3098}, {0x30A0, 0x30FF},
+    {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3}, {0xFF01, 0xFF5E}, {0x1F300, 0x1FAFF},
+};
+
+bool is_nfc_stable_starter(uint32_t cp) noexcept {
+  for (const auto& r : kNfcStableStarters) {
+    if (cp >= r[0] && cp <= r[1]) return true;
+  }
+  return false;
+}
+
+void utf8proc_append(std::string_view run, int options, std::string& out) {
+  utf8proc_uint8_t* result = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
+                                          static_cast<utf8proc_ssize_t>(run.size()), &result,
+                                          static_cast<utf8proc_option_t>(options));
+  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> guard(result, &std::free);
+  if (n < 0) {
+    throw Error(ErrorCode::internal, std::string("Unicode normalization failed: ") + utf8proc_errmsg(n));
+  }
+  out.append(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
+}
+
+// NFC of a valid run: text between stable starters is copied; only the chunks that
+// contain other characters (a starter plus what follows it) go through utf8proc.
+void nfc_append(std::string_view run, int options, std::string& out) {
+  size_t chunk = 0;  // start of the chunk that may need utf8proc
+  bool needs_work = false;
+  for (size_t i = 0; i < run.size();) {
+    const Utf8Char c = utf8_next(run, i);
+    if (is_nfc_stable_starter(c.cp)) {
+      if (needs_work) utf8proc_append(run.substr(chunk, i - chunk), options, out);
+      else out.append(run.substr(chunk, i - chunk));
+      chunk = i;
+      needs_work = false;
+    } else {
+      needs_work = true;
+    }
+    i += c.len;
+  }
+  if (needs_work) utf8proc_append(run.substr(chunk), options, out);
+  else out.append(run.substr(chunk));
+}
+
+}  // namespace
+
 std::string normalize_unicode(std::string_view s, NormalForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
@@ -218,22 +273,14 @@ std::string normalize_unicode(std::string_view s, NormalForm form) {
     case NormalForm::nfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
   if (is_ascii(s)) return std::string(s);  // ASCII is invariant under every normal form
-  return map_valid_runs(s, [options](std::string_view run, std::string& out) {
+  return map_valid_runs(s, [options, form](std::string_view run, std::string& out) {
     if (is_ascii(run)) {
       out.append(run);
-      return;
+    } else if (form == NormalForm::nfc) {
+      nfc_append(run, options, out);
+    } else {
+      utf8proc_append(run, options, out);
     }
-    utf8proc_uint8_t* result = nullptr;
-    const utf8proc_ssize_t n =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(run.data()),
-                     static_cast<utf8proc_ssize_t>(run.size()), &result,
-                     static_cast<utf8proc_option_t>(options));
-    std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> guard(result, &std::free);
-    if (n < 0) {
-      throw Error(ErrorCode::internal,
-                  std::string("Unicode normalization failed: ") + utf8proc_errmsg(n));
-    }
-    out.append(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
   });
 }
 

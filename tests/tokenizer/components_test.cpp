@@ -2,6 +2,11 @@
 // splitting, with the examples Hugging Face's own tests use where there is one.
 #include <catch2/catch.hpp>
 
+#include <utf8proc.h>
+
+#include <cstdlib>
+#include <random>
+
 #include <string>
 #include <vector>
 
@@ -110,6 +115,25 @@ TEST_CASE("Unicode normal forms compose, decompose and pass invalid bytes throug
   CHECK(normalize(one_norm({.kind = NormalizerStep::Kind::nfc}), "\xE1\x84\x80\xE1\x85\xA1") == "\xEA\xB0\x80");
   CHECK(normalize(one_norm({.kind = NormalizerStep::Kind::nfc}), "a\xFF" + decomposed + "\xFE") ==
         "a\xFF\xC3\xA9\xFE");
+}
+
+TEST_CASE("NFC that copies stable stretches equals utf8proc's NFC of the whole text") {
+  // Characters around the edges of the stable ranges, combining marks, jamo, kana marks.
+  const uint32_t pool[] = {'a', 'e', 'A', 'o', 0xE9, 0x2FF, 0x300, 0x301, 0x308, 0x327, 0x340, 0x345,
+                           0x3B1, 0x1100, 0x1161, 0x11A8, 0xAC00, 0xAC01, 0x304B, 0x3099, 0x309A,
+                           0x30AB, 0x4E2D, 0x302A, 0x2126, 0x212B, 0xFB01, 0x1F600, 0x0958, ' '};
+  std::mt19937 rng(5);
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    const size_t n = 1 + rng() % 12;
+    for (size_t i = 0; i < n; ++i) utf8_append(text, pool[rng() % std::size(pool)]);
+    utf8proc_uint8_t* expected = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(text.c_str()));
+    REQUIRE(expected != nullptr);
+    const std::string want(reinterpret_cast<const char*>(expected));
+    std::free(expected);
+    INFO("round " << round);
+    CHECK(normalize_unicode(text, NormalForm::nfc) == want);
+  }
 }
 
 TEST_CASE("Lowercase, Strip, StripAccents, Replace and Prepend normalizers") {
