@@ -111,9 +111,14 @@ class JsonReader {
     }
     return i;
   }
+  // Ids index dense per-token tables, so they are bounded well above any real vocabulary
+  // (the largest have ~260k tokens) and far below what a hostile file could make us allocate.
+  static constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
   int32_t token_id(element e, std::string_view what) const {
     const int64_t i = integer(e, what);
-    if (i < 0 || i > INT32_MAX - 1) fail(str_cat(what, " ", std::to_string(i), " is not a valid token id"));
+    if (i < 0 || i > kMaxTokenId) {
+      fail(str_cat(what, " ", std::to_string(i), " is not a token id in [0, ", std::to_string(kMaxTokenId), "]"));
+    }
     return static_cast<int32_t>(i);
   }
   array arr(element e, std::string_view what) const {

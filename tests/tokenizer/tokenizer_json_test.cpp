@@ -328,6 +328,9 @@ TEST_CASE("malformed and unsupported tokenizer.json documents are clear errors")
   CHECK(code_of(R"({"model": {"type": "WordPiece", "vocab": {}}})") == loom::ErrorCode::unsupported);
   CHECK(code_of(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})") == loom::ErrorCode::format);
   CHECK(code_of(R"({"model": {"type": "BPE", "vocab": {"a": -3}, "merges": []}})") == loom::ErrorCode::format);
+  CHECK(code_of(R"({"model": {"type": "BPE", "vocab": {"a": 2000000000}, "merges": []}})") == loom::ErrorCode::format);
+  CHECK(code_of(R"({"added_tokens": [{"id": 99999999999, "content": "x"}],
+                   "model": {"type": "BPE", "vocab": {}, "merges": []}})") == loom::ErrorCode::format);
   CHECK(code_of(R"({"normalizer": {"type": "Precompiled"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})") ==
         loom::ErrorCode::unsupported);
   CHECK(code_of(R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(("}, "behavior": "Isolated"},
