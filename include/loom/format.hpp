@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "loom/error.hpp"
 #include "loom/mapped_file.hpp"
 #include "loom/tensor.hpp"
 

@@ -98,14 +98,16 @@ void Cursor::read_bytes(std::span<std::byte> dst) {
   position_ += dst.size();
 }
 
-std::string Cursor::read_string(uint64_t length, uint64_t limit, const char* what) {
+std::string Cursor::read_string(uint64_t length, uint64_t limit, const char* what,
+                                std::optional<uint64_t> length_at) {
+  const uint64_t at = length_at.value_or(position_);
   if (length > limit) {
-    fail(std::string(what) + " of " + std::to_string(length) + " bytes exceeds the limit of " +
-         std::to_string(limit));
+    fail_at(at, std::string(what) + " of " + std::to_string(length) + " bytes exceeds the limit of " +
+                    std::to_string(limit));
   }
   if (length > remaining()) {
-    fail(std::string(what) + " of " + std::to_string(length) + " bytes runs past the end of the file (" +
-         std::to_string(remaining()) + " bytes left)");
+    fail_at(at, std::string(what) + " of " + std::to_string(length) +
+                    " bytes runs past the end of the file (" + std::to_string(remaining()) + " bytes left)");
   }
   std::string out(static_cast<size_t>(length), '\0');
   read_bytes(std::as_writable_bytes(std::span<char>(out.data(), out.size())));

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -109,8 +110,10 @@ class Cursor {
   }
 
   // Reads `length` bytes as a string; refuses (before allocating) lengths over `limit`
-  // or past the end of the source. `what` names the field in the error.
-  std::string read_string(uint64_t length, uint64_t limit, const char* what);
+  // or past the end of the source. `what` names the field in the error, which points
+  // at `length_at` (where the length was read) when given.
+  std::string read_string(uint64_t length, uint64_t limit, const char* what,
+                          std::optional<uint64_t> length_at = std::nullopt);
 
   [[noreturn]] void fail(std::string message, std::string tensor = {}) const {
     source_.fail(std::move(message), position_, std::move(tensor));

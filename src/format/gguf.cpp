@@ -109,8 +109,9 @@ class GgufParser {
   }
 
   std::string read_string(uint64_t limit, const char* what) {
+    const uint64_t at = cur_.position();
     const uint64_t length = cur_.read<uint64_t>();
-    return cur_.read_string(length, limit, what);
+    return cur_.read_string(length, limit, what, at);
   }
 
   [[noreturn]] void fail_value(uint64_t at, const std::string& message) const {

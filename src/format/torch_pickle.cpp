@@ -150,10 +150,14 @@ class Unpickler {
     throw Error(ErrorCode::format, "data.pkl: " + message, {.file = file_, .offset = base_ + op_at_});
   }
 
+  // The opcode being executed, for messages.
+  std::string current_op() const {
+    return op_at_ < data_.size() ? op_label(static_cast<uint8_t>(data_[op_at_])) : std::string("the next opcode");
+  }
   void need(uint64_t n) const {
     if (n > data_.size() - pos_) {
-      fail("pickle ends inside " + op_label(static_cast<uint8_t>(data_[op_at_])) + " (needs " +
-           std::to_string(n) + " more bytes)");
+      if (op_at_ >= data_.size()) fail("pickle ends without STOP");
+      fail("pickle ends inside " + current_op() + " (needs " + std::to_string(n) + " more bytes)");
     }
   }
   uint8_t byte() {
@@ -211,18 +215,18 @@ class Unpickler {
     stack_.push_back(id);
   }
   Id pop() {
-    if (stack_.size() <= floor()) fail(op_label(static_cast<uint8_t>(data_[op_at_])) + " on an empty stack");
+    if (stack_.size() <= floor()) fail(current_op() + " on an empty stack");
     const Id id = stack_.back();
     stack_.pop_back();
     return id;
   }
   Id top() const {
-    if (stack_.size() <= floor()) fail(op_label(static_cast<uint8_t>(data_[op_at_])) + " on an empty stack");
+    if (stack_.size() <= floor()) fail(current_op() + " on an empty stack");
     return stack_.back();
   }
   size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
   std::vector<Id> pop_mark() {
-    if (marks_.empty()) fail(op_label(static_cast<uint8_t>(data_[op_at_])) + " without a MARK");
+    if (marks_.empty()) fail(current_op() + " without a MARK");
     const size_t m = marks_.back();
     marks_.pop_back();
     std::vector<Id> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());

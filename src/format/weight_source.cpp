@@ -97,6 +97,8 @@ Tensor WeightSource::load(const TensorRecord& record) const {
   const SourceFile& sf = file_of(record);
   const auto& file = sf.file;
   try {
+    // An empty tensor gets its own (non-null) allocation rather than a zero-length view.
+    if (record.nbytes == 0) return Tensor::empty(record.shape, record.dtype);
     if (record.is_contiguous()) {
       if (file->is_mapped() && host_is_little_endian()) {
         return Tensor(Storage::view(file, record.offset, record.nbytes), 0, record.shape, record.dtype);

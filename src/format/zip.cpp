@@ -140,17 +140,15 @@ void apply_zip64_extra(const ByteSource& src, std::span<const std::byte> extra, 
 }  // namespace
 
 const ZipEntry* ZipDirectory::find(std::string_view name) const noexcept {
-  for (const auto& e : entries) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
+  auto it = by_name.find(name);
+  return it == by_name.end() ? nullptr : &entries[it->second];
 }
 
 ZipDirectory read_zip_directory(const ByteSource& src) {
   const EndRecord end = find_end(src);
   ZipDirectory dir;
   dir.entries.reserve(static_cast<size_t>(end.entries));
-  std::set<std::string> names;
+  std::set<std::string, std::less<>> names;
   const uint64_t cd_end = end.cd_offset + end.cd_size;
   Cursor c(src, end.cd_offset);
   for (uint64_t i = 0; i < end.entries; ++i) {
@@ -224,6 +222,9 @@ ZipDirectory read_zip_directory(const ByteSource& src) {
     }
     dir.entries.push_back(std::move(e));
   }
+  // Built once the vector no longer moves, so the views stay valid.
+  dir.by_name.reserve(dir.entries.size());
+  for (size_t i = 0; i < dir.entries.size(); ++i) dir.by_name.emplace(dir.entries[i].name, i);
   return dir;
 }
 

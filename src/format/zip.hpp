@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "format/byte_source.hpp"
@@ -29,7 +30,14 @@ struct ZipEntry {
 };
 
 struct ZipDirectory {
+  ZipDirectory() = default;
+  ZipDirectory(ZipDirectory&&) = default;  // moves keep the entries' buffer: views stay valid
+  ZipDirectory& operator=(ZipDirectory&&) = default;
+  ZipDirectory(const ZipDirectory&) = delete;
+  ZipDirectory& operator=(const ZipDirectory&) = delete;
+
   std::vector<ZipEntry> entries;
+  std::unordered_map<std::string_view, size_t> by_name;  // views into entries' names
   const ZipEntry* find(std::string_view name) const noexcept;
 };
 
