@@ -8,9 +8,10 @@
 //
 // Text is bytes: encode() accepts any bytes. Invalid UTF-8 never throws: each invalid byte
 // is kept as a raw byte (byte-level vocabularies give it its byte token, byte-fallback
-// vocabularies its <0xNN> token, others their unknown token), so decode(encode(x)) == x
-// still holds for lossless vocabularies. decode() returns raw bytes too (no U+FFFD
-// substitution); StreamDecoder never splits a UTF-8 character across two pieces.
+// vocabularies its <0xNN> token, others their unknown token; a vocabulary without any of
+// these drops it, as its reference implementation does), so decode(encode(x)) == x holds
+// whenever the vocabulary has a token for every byte. decode() returns raw bytes too (no
+// U+FFFD substitution); StreamDecoder never splits a UTF-8 character across two pieces.
 //
 // Ownership: a Tokenizer is immutable after construction and always held through
 // std::shared_ptr<const Tokenizer>; a StreamDecoder keeps its Tokenizer alive.
