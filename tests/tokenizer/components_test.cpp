@@ -373,7 +373,7 @@ TEST_CASE("HF and llama.cpp split overlapping added tokens differently, each as 
   CHECK(split_desc(matcher(toks, AddedTokenMatcher::Order::longest_first), "xabcd", true) == V{"xa", "#2"});
 }
 
-TEST_CASE("special tokens match only with parse_special; user-defined tokens always") {
+TEST_CASE("special tokens match only with parse_special, user-defined tokens always") {
   using V = std::vector<std::string>;
   for (auto order : {AddedTokenMatcher::Order::leftmost_longest, AddedTokenMatcher::Order::longest_first}) {
     const auto m = matcher({{.id = 7, .content = "<s>", .special = true}, {.id = 9, .content = "<user>"}}, order);
@@ -385,7 +385,7 @@ TEST_CASE("special tokens match only with parse_special; user-defined tokens alw
   }
 }
 
-TEST_CASE("lstrip and rstrip swallow neighbouring whitespace; single_word needs word boundaries") {
+TEST_CASE("lstrip and rstrip swallow neighbouring whitespace and single_word needs word boundaries") {
   using V = std::vector<std::string>;
   const auto lr = matcher({{.id = 5, .content = "<m>", .lstrip = true, .rstrip = true}},
                           AddedTokenMatcher::Order::leftmost_longest);

@@ -135,7 +135,7 @@ TEST_CASE("one tokenizer serves many threads at once") {
   for (int v : ok) CHECK(v == 3);
 }
 
-TEST_CASE("random bytes never break encode; vocabularies with every byte give them back") {
+TEST_CASE("random bytes never break encode, and vocabularies with every byte give them back") {
   LOOM_REQUIRE_REFERENCE(ref);
   struct Case {
     std::shared_ptr<const Tokenizer> tok;

@@ -183,7 +183,7 @@ TEST_CASE("ignore_merges takes a whole word from the vocabulary as it is") {
   CHECK(bytes(R"("ignore_merges": true,)")->encode("bc") == Ids{kBC});
 }
 
-TEST_CASE("unk without fuse_unk gives one unknown per character; no unk drops it") {
+TEST_CASE("unk without fuse_unk gives one unknown per character, and no unk drops it") {
   const std::string base = R"({"model": {"type": "BPE", "unk_token": "<unk>", FUSE
     "vocab": {"<unk>": 0, "a": 1}, "merges": []}})";
   auto with = [&](const std::string& fuse) {
