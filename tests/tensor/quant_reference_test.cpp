@@ -15,6 +15,7 @@
 #include "loom/dtype.hpp"
 #include "support/test_support.hpp"
 #include "tensor/quant/quant.hpp"
+#include "tensor/quant_test_support.hpp"
 
 using loom::DType;
 
@@ -144,5 +145,39 @@ TEST_CASE("our quantizers match llama-quantize's error on the same weights") {
     CHECK(rmse_ours_4096 <= 1.05 * rmse_theirs_4096);
     // Same algorithm, same unfused f32 operations: every block comes out byte-identical.
     CHECK(same == nblocks);
+  }
+}
+
+TEST_CASE("RMSE of our quantizers on a Gaussian matrix vs llama-quantize's on the reference one") {
+  // small-quant's weights are N(0, 0.05) draws (numpy, seed 777). The same figure —
+  // RMSE relative to the data's standard deviation — computed on our own N(0, 0.05)
+  // matrix of the same shape must land within 5% of llama.cpp's.
+  LOOM_REQUIRE_REFERENCE(ref);
+  const auto dir = ref / "models" / "small-quant";
+  const auto original = floats_of(read_range(dir / kF32.file, kF32.offset, kF32.nbytes));
+  double sum2 = 0;
+  for (float v : original) sum2 += static_cast<double>(v) * v;
+  const double ref_std = std::sqrt(sum2 / static_cast<double>(original.size()));
+  REQUIRE(ref_std == Approx(0.05).epsilon(0.01));
+  const auto gaussian = loom::test::quant::gaussian(static_cast<size_t>(kElems), 777, 0.05f);
+  double gsum2 = 0;
+  for (float v : gaussian) gsum2 += static_cast<double>(v) * v;
+  const double our_std = std::sqrt(gsum2 / static_cast<double>(gaussian.size()));
+
+  std::printf("\nRMSE / stddev, Gaussian 256x768: llama.cpp (reference file) vs loom (own matrix)\n");
+  for (const auto& t : kQuantized) {
+    INFO(t.type);
+    const auto theirs_blocks = read_range(dir / t.file, t.offset, t.nbytes);
+    std::vector<float> theirs(kElems);
+    REQUIRE(loom::quant::dequantize(t.dtype, theirs_blocks.data(), theirs.data(), theirs.size()));
+    const double theirs_rel = rmse(theirs.data(), original.data(), theirs.size()) / ref_std;
+
+    std::vector<uint8_t> ours_blocks(t.nbytes);
+    loom::quant::quantize(t.dtype, gaussian.data(), ours_blocks.data(), gaussian.size());
+    std::vector<float> ours(kElems);
+    REQUIRE(loom::quant::dequantize(t.dtype, ours_blocks.data(), ours.data(), ours.size()));
+    const double ours_rel = rmse(ours.data(), gaussian.data(), ours.size()) / our_std;
+    std::printf("%-5s %.6f %.6f  ratio %.4f\n", t.type, theirs_rel, ours_rel, ours_rel / theirs_rel);
+    CHECK(ours_rel == Approx(theirs_rel).epsilon(0.05));
   }
 }
