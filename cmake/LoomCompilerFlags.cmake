@@ -5,6 +5,14 @@ target_compile_options(loom_build_flags INTERFACE
     # Designated initializers deliberately leave optional context fields out.
     -Wno-missing-field-initializers>
   $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra>)
+# Two GCC 12 false positives that fire on ordinary code (both fixed in GCC 13):
+# -Wrestrict on inlined `"literal" + std::string&&` (bug 105329), and
+# -Wmaybe-uninitialized inside its own AVX-512 headers, which build results from
+# _mm512_undefined_*() (hit by our kernels and by Eigen under -march=native).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  target_compile_options(loom_build_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict -Wno-maybe-uninitialized>)
+endif()
 if(LOOM_WERROR)
   target_compile_options(loom_build_flags INTERFACE -Werror)
 endif()

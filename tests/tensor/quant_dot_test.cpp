@@ -273,7 +273,10 @@ TEST_CASE("quantized dot: bad arguments are rejected") {
                   loom::Error);
   CHECK(loom::quant::activation_dtype(DType::q6_k) == DType::q8_k);
   CHECK(loom::quant::activation_dtype(DType::q5_1) == DType::q8_0);
-  CHECK(loom::quant::activation_dtype(DType::bf16) == DType::f32);
+  CHECK_THROWS_AS(loom::quant::activation_dtype(DType::bf16), loom::Error);
+  CHECK_THROWS_AS(loom::quant::activation_dtype(DType::q8_k), loom::Error);
+  CHECK(loom::quant::has_kernels(DType::q3_k));
+  CHECK_FALSE(loom::quant::has_kernels(DType::q8_1));
 }
 
 TEST_CASE("activation quantization: identical bytes on every family, NaN poisons its block") {

@@ -63,7 +63,9 @@ size_t row_bytes_of(DType dtype, int64_t cols) {
 
 }  // namespace
 
-DType activation_dtype(DType weight) noexcept {
+namespace {
+// The activation type of each weight type with kernels; f32 marks "no kernels".
+DType activation_of(DType weight) noexcept {
   switch (weight) {
     case DType::q8_0:
     case DType::q4_0:
@@ -78,8 +80,17 @@ DType activation_dtype(DType weight) noexcept {
     default: return DType::f32;
   }
 }
+}  // namespace
 
-bool has_dot_kernel(DType weight) noexcept { return activation_dtype(weight) != DType::f32; }
+bool has_kernels(DType weight) noexcept { return activation_of(weight) != DType::f32; }
+
+DType activation_dtype(DType weight) {
+  const DType act = activation_of(weight);
+  if (act == DType::f32) {
+    throw Error(ErrorCode::unsupported, "no quantized dot kernel for " + name_of(weight));
+  }
+  return act;
+}
 
 size_t activation_row_bytes(DType act, int64_t cols) {
   if (act != DType::q8_0 && act != DType::q8_k) {
@@ -134,9 +145,6 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
                  int64_t cols, const void* act, size_t act_row_bytes, int64_t n_act, float* out,
                  int64_t out_stride) {
   require_supported(family);
-  if (!has_dot_kernel(weight)) {
-    throw Error(ErrorCode::unsupported, "no quantized dot kernel for " + name_of(weight));
-  }
   const DType act_dtype = activation_dtype(weight);
   check_cols(weight, cols);
   check_cols(act_dtype, cols);

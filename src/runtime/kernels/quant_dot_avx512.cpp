@@ -1,13 +1,6 @@
 // The AVX-512 VNNI family of quantized dot-product kernels (vpdpbusd / vpdpwssd).
 // Every function carries LOOM_TARGET_AVX512_VNNI, so this file builds for any -march; the
 // dispatcher (quant_dot.cpp) only calls it on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
-// GCC 12 builds _mm512_castps512_ps256 and friends from self-initialised "undefined"
-// vectors, which -Wuninitialized flags at every use (a false positive, like the
-// -Wmaybe-uninitialized one common/simd.hpp silences).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -46,12 +39,6 @@ QZ_INLINE __m512i quarter_index(int g) {
 
 // i16 lane indices [g x16, g+1 x16].
 QZ_INLINE __m512i half_index(int g) { return half_counts(g, g + 1); }
-
-// Horizontal sum (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized in its header).
-QZ_INLINE float hsum512(__m512 v) {
-  const __m256 high = _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, 0xEE));
-  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), high));
-}
 
 QZ_INLINE __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
@@ -106,7 +93,7 @@ struct Q4_0Z {
         const auto at = static_cast<size_t>(b);
         legacy_block<WQ4_0, Nt>(w + at * 18, acts, at * kActQ8_0, tail);
       }
-      for (int t = 0; t < Nt; ++t) out[t] = hsum512(acc[t]) + hsum(tail[t]);
+      for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]) + hsum(tail[t]);
     }
   };
 };
@@ -157,7 +144,7 @@ struct Q4KZ {
           acc_min[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * da), _mm256_cvtepi32_ps(msum), acc_min[t]);
         }
       }
-      for (int t = 0; t < Nt; ++t) out[t] = hsum512(acc[t]) + hsum(acc_min[t]);
+      for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]) + hsum(acc_min[t]);
     }
   };
 };
@@ -211,7 +198,7 @@ struct Q6KZ {
           acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d * f32_at(ab)), _mm512_cvtepi32_ps(sum), acc[t]);
         }
       }
-      for (int t = 0; t < Nt; ++t) out[t] = hsum512(acc[t]);
+      for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]);
     }
   };
 };

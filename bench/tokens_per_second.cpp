@@ -1,0 +1,210 @@
+// End-to-end tokens/s on generated Llama-shaped models, with the machine's ceilings
+// measured in the same run.
+//
+//   build/bench/loom_tokens_per_second [--shape small|1b] [--dtype f32,f16,bf16]
+//                                      [--threads 1,2] [--prompt 128] [--steps 64]
+//
+// For each dtype and thread count it prints prefill tokens/s (one batched pass over a
+// `prompt`-token prompt) and decode tokens/s (`steps` single-token steps after it), then
+// achieved weight-read GB/s in decode over the measured streaming-read bandwidth, and
+// achieved GFLOP/s in prefill over the measured fp32 FMA peak.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "loom/convert.hpp"
+#include "loom/cpu.hpp"
+#include "loom/session.hpp"
+#include "machine_ceilings.hpp"
+#include "model/weight_slots.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+loom::ModelConfig shape_config(const std::string& shape) {
+  loom::ModelConfig c;
+  c.architecture = "llama";
+  c.norm_eps = 1e-5;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  if (shape == "1b") {  // Llama-3.2-1B
+    c.vocab_size = 128256;
+    c.hidden_size = 2048;
+    c.intermediate_size = 8192;
+    c.n_layers = 16;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.head_dim = 64;
+    c.max_positions = 131072;
+    c.rope_theta = 500000.0;
+    c.tie_word_embeddings = true;
+    c.rope_scaling.kind = loom::RopeScalingKind::llama3;
+    c.rope_scaling.factor = 32.0;
+    c.rope_scaling.low_freq_factor = 1.0;
+    c.rope_scaling.high_freq_factor = 4.0;
+    c.rope_scaling.original_max_positions = 8192;
+  } else {
+    c.vocab_size = 32000;
+    c.hidden_size = 1024;
+    c.intermediate_size = 2816;
+    c.n_layers = 8;
+    c.n_heads = 16;
+    c.n_kv_heads = 4;
+    c.head_dim = 64;
+    c.max_positions = 4096;
+    c.rope_theta = 10000.0;
+  }
+  c.rope_dims = c.head_dim;
+  return c;
+}
+
+// Fast deterministic fill: uniform in [-a, a] from a 64-bit LCG, converted in chunks.
+loom::Tensor random_tensor(const loom::Shape& shape, loom::DType dtype, uint64_t& state, float a,
+                           float offset) {
+  loom::Tensor t = loom::Tensor::empty(shape, dtype);
+  const int64_t n = shape.numel();
+  std::vector<float> chunk(1 << 16);
+  const size_t elem = static_cast<size_t>(loom::dtype_size(dtype));
+  for (int64_t done = 0; done < n; done += static_cast<int64_t>(chunk.size())) {
+    const auto count = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(chunk.size()), n - done));
+    for (size_t i = 0; i < count; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      chunk[i] = offset + a * (static_cast<float>(state >> 40) / 8388608.0f - 1.0f);
+    }
+    loom::convert(loom::DType::f32, chunk.data(), dtype,
+                  static_cast<std::byte*>(t.mutable_raw_data()) + static_cast<size_t>(done) * elem, count);
+  }
+  return t;
+}
+
+std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype) {
+  uint64_t state = 12345;
+  loom::ModelWeights w;
+  w.layers.resize(static_cast<size_t>(c.n_layers));
+  for (const auto& slot : loom::slots::all_slots()) {
+    if (!slot.needed(c) || (slot.name == "output" && c.tie_word_embeddings)) continue;
+    const int64_t layers = slot.per_layer ? c.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      const bool vec = slot.role == loom::slots::Role::vector;
+      loom::slots::tensor_of(w, slot, l) =
+          random_tensor(slot.shape(c), vec ? loom::DType::f32 : dtype, state, vec ? 0.1f : 0.02f,
+                        vec ? 1.0f : 0.0f);
+    }
+  }
+  if (c.tie_word_embeddings) w.output = w.token_embd;
+  return std::make_shared<const loom::Model>(c, std::move(w));
+}
+
+// Weight bytes decode reads per token: every projection matrix and the output matrix.
+double matrix_bytes(const loom::Model& m) {
+  double total = 0;
+  const auto& c = m.config();
+  for (const auto& slot : loom::slots::all_slots()) {
+    if (slot.role != loom::slots::Role::matrix || !slot.needed(c)) continue;
+    const int64_t layers = slot.per_layer ? c.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      total += static_cast<double>(loom::slots::tensor_of(m.weights(), slot, l).nbytes());
+    }
+  }
+  return total;
+}
+
+double matrix_params(const loom::ModelConfig& c) {
+  double per_layer = static_cast<double>(c.hidden_size) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
+                     3.0 * static_cast<double>(c.hidden_size) * c.intermediate_size;
+  return per_layer * c.n_layers + static_cast<double>(c.vocab_size) * c.hidden_size;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> args{{"--shape", "small"}, {"--dtype", "f32,f16,bf16"},
+                                          {"--threads", "1,2"},  {"--prompt", "128"},
+                                          {"--steps", "64"},     {"--reps", "3"}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!args.count(argv[i])) {
+      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --threads --prompt --steps --reps)\n", argv[i]);
+      return 2;
+    }
+    args[argv[i]] = argv[i + 1];
+  }
+  const auto config = shape_config(args["--shape"]);
+  const int prompt = std::stoi(args["--prompt"]);
+  const int steps = std::stoi(args["--steps"]);
+  const int reps = std::stoi(args["--reps"]);
+  std::vector<int> thread_counts;
+  for (const auto& t : split(args["--threads"])) thread_counts.push_back(std::stoi(t));
+
+  std::printf("machine: isa %s\n", std::string(loom::isa_name(loom::active_isa())).c_str());
+  std::map<int, double> bandwidth, peak;
+  for (int t : thread_counts) {
+    bandwidth[t] = loom::bench::measure_read_bandwidth_gbs(t);
+    peak[t] = loom::bench::measure_fma_peak_gflops(t);
+    std::printf("machine: %d thread(s): streaming read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s\n", t,
+                bandwidth[t], peak[t]);
+  }
+  std::printf("model: %s shape, hidden %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld, %.0fM matrix params\n",
+              args["--shape"].c_str(), static_cast<long long>(config.hidden_size),
+              static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads),
+              static_cast<long long>(config.n_kv_heads), static_cast<long long>(config.intermediate_size),
+              static_cast<long long>(config.vocab_size), matrix_params(config) / 1e6);
+  std::printf("%-6s %3s %12s %12s %10s %8s %12s %8s\n", "dtype", "thr", "prefill t/s", "decode t/s",
+              "dec GB/s", "of bw", "pre GFLOP/s", "of peak");
+
+  std::vector<int32_t> tokens(static_cast<size_t>(prompt));
+  for (int i = 0; i < prompt; ++i) tokens[static_cast<size_t>(i)] = (i * 7919 + 13) % static_cast<int>(config.vocab_size);
+  const double attention_flops = 2.0 * prompt * prompt * static_cast<double>(config.q_dim()) * config.n_layers;
+
+  for (const auto& dname : split(args["--dtype"])) {
+    const auto dtype = loom::dtype_from_name(dname);
+    if (!dtype) {
+      std::fprintf(stderr, "unknown dtype %s\n", dname.c_str());
+      return 2;
+    }
+    auto model = synthetic_model(config, *dtype);
+    const double bytes = matrix_bytes(*model);
+    for (int t : thread_counts) {
+      loom::SessionOptions o;
+      o.n_threads = t;
+      o.context_length = prompt + steps + 1;
+      loom::Session s(model, o);
+      std::vector<double> prefill_s, decode_s;
+      for (int r = 0; r < reps; ++r) {
+        s.reset();
+        auto t0 = Clock::now();
+        s.prefill(tokens);
+        prefill_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        t0 = Clock::now();
+        for (int i = 0; i < steps; ++i) s.step((i * 31 + 7) % static_cast<int>(config.vocab_size));
+        decode_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      const double pre_tps = prompt / median(prefill_s);
+      const double dec_tps = steps / median(decode_s);
+      const double dec_gbs = bytes * dec_tps / 1e9;
+      const double pre_gflops = (2.0 * matrix_params(config) * prompt + attention_flops) / median(prefill_s) / 1e9;
+      std::printf("%-6s %3d %12.1f %12.2f %10.2f %7.0f%% %12.1f %7.0f%%\n", dname.c_str(), t, pre_tps,
+                  dec_tps, dec_gbs, 100.0 * dec_gbs / bandwidth[t], pre_gflops,
+                  100.0 * pre_gflops / peak[t]);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

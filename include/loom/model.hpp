@@ -1,0 +1,42 @@
+// loom::Model — a loaded model: its config, its weights, its tokenizer (when one was
+// found) and the report of how it was loaded.
+//
+// Immutable after construction and shared by std::shared_ptr: any number of Sessions
+// on any number of threads may use one Model at once. Its tensors keep their mapped
+// files alive, so a Model outlives the WeightSource it was loaded from.
+#pragma once
+
+#include <memory>
+
+#include "loom/config.hpp"
+#include "loom/weights.hpp"
+
+namespace loom {
+
+class Tokenizer;
+struct LoadReport;
+
+class Model {
+ public:
+  // Checks every weight's presence, shape and dtype against the config (throws
+  // loom::Error(shape_mismatch / missing_tensor) naming the slot).
+  Model(ModelConfig config, ModelWeights weights, std::shared_ptr<const Tokenizer> tokenizer = nullptr,
+        std::shared_ptr<const LoadReport> report = nullptr);
+
+  const ModelConfig& config() const noexcept { return config_; }
+  const ModelWeights& weights() const noexcept { return weights_; }
+  // Null when the model came without a tokenizer.
+  const std::shared_ptr<const Tokenizer>& tokenizer() const noexcept { return tokenizer_; }
+  // Null for models built in memory.
+  const std::shared_ptr<const LoadReport>& load_report() const noexcept { return report_; }
+  // Bytes of weights (mapped and owned together; tied storage counted once).
+  int64_t weight_bytes() const;
+
+ private:
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<const LoadReport> report_;
+};
+
+}  // namespace loom

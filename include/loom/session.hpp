@@ -1,0 +1,96 @@
+// loom::Session — one conversation with a Model: the KV cache, the position, scratch
+// buffers and the logits of the last forward pass.
+//
+// prefill() runs the prompt in one batched pass (matrix-matrix products); step() feeds
+// one token using the KV cache. The KV cache is allocated once, for the context length
+// chosen at creation, and accounted apart from the weights (kv_cache_bytes()).
+//
+// Ownership: a Session holds a shared_ptr to its Model. Thread-safety: one thread at a
+// time per Session (it may move between threads); many Sessions may share one Model.
+// Errors leave the Session as it was before the call (position and cache unchanged).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "loom/dtype.hpp"
+#include "loom/model.hpp"
+#include "loom/thread_pool.hpp"
+
+namespace loom {
+
+// What the debug hook sees after each stage of the forward pass: the stage name
+// ("embd", "blk.3.attn_out", "blk.3.ffn_out", "output_norm", "logits"), the activations
+// [n_tokens, dim], and a checksum (sum of values, in double) to compare runs quickly.
+struct TraceEvent {
+  std::string_view name;
+  int64_t n_tokens = 0;
+  int64_t dim = 0;
+  const float* values = nullptr;
+  double checksum = 0.0;
+};
+
+struct SessionOptions {
+  int64_t context_length = 0;   // 0: the model's max_positions, capped at 4096
+  DType kv_dtype = DType::f32;  // f32 or f16 KV cache entries
+  bool all_logits = false;      // keep logits of every prefilled position, not only the last
+  int n_threads = 0;            // 0: hardware threads (ignored when `pool` is given)
+  std::shared_ptr<ThreadPool> pool;
+  std::function<void(const TraceEvent&)> trace;  // debug hook; slows the pass down
+};
+
+enum class Pooling : uint8_t { mean, last };
+
+class Session {
+ public:
+  explicit Session(std::shared_ptr<const Model> model, SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Appends `tokens` at the current position. Throws Error(context_full) when they do
+  // not fit, Error(invalid_argument) for an id outside the vocabulary.
+  void prefill(std::span<const int32_t> tokens);
+  // Appends one token (decode).
+  void step(int32_t token);
+
+  // Logits after the last token fed (vocab_size floats). Borrowed: valid until the
+  // next prefill/step/reset/rollback.
+  std::span<const float> logits() const;
+  // all_logits sessions: logits after token i of the last prefill (0-based), i <
+  // logit_rows(). Otherwise only the last row is kept and logit_rows() is 1.
+  std::span<const float> logits_at(int64_t i) const;
+  int64_t logit_rows() const noexcept;
+
+  int64_t position() const noexcept;
+  int64_t context_length() const noexcept;
+  // Forgets everything (position 0).
+  void reset() noexcept;
+  // Forgets tokens from `position` on; later tokens are recomputed when fed again.
+  void rollback(int64_t position);
+
+  // Final hidden states (after the last norm) of `tokens`, pooled, optionally
+  // L2-normalized: an embedding for retrieval. Runs on a fresh context (resets).
+  std::vector<float> embed(std::span<const int32_t> tokens, Pooling pooling, bool normalize);
+
+  // log P(tokens[i] | tokens[<i]) for i = 1..n-1, from a fresh context (resets).
+  std::vector<double> score(std::span<const int32_t> tokens);
+
+  int64_t kv_cache_bytes() const noexcept;
+  const Model& model() const noexcept;
+  ThreadPool& pool() noexcept;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// KV cache bytes a session of this model would allocate.
+int64_t kv_cache_bytes_for(const ModelConfig& config, int64_t context_length, DType kv_dtype);
+
+}  // namespace loom

@@ -1,0 +1,71 @@
+#include "loom/config.hpp"
+
+#include <string>
+
+#include "loom/error.hpp"
+
+namespace loom {
+
+namespace {
+void require(bool ok, std::string_view field, const std::string& why) {
+  if (!ok) {
+    throw Error(ErrorCode::invalid_argument, "config field '" + std::string(field) + "' " + why);
+  }
+}
+}  // namespace
+
+void ModelConfig::validate() const {
+  require(!architecture.empty(), "architecture", "is missing");
+  require(vocab_size > 0, "vocab_size", "must be positive, got " + std::to_string(vocab_size));
+  require(hidden_size > 0, "hidden_size", "must be positive, got " + std::to_string(hidden_size));
+  require(intermediate_size > 0, "intermediate_size",
+          "must be positive, got " + std::to_string(intermediate_size));
+  require(n_layers > 0, "num_hidden_layers", "must be positive, got " + std::to_string(n_layers));
+  require(n_heads > 0, "num_attention_heads", "must be positive, got " + std::to_string(n_heads));
+  require(n_kv_heads > 0, "num_key_value_heads",
+          "must be positive, got " + std::to_string(n_kv_heads));
+  require(n_heads % n_kv_heads == 0, "num_key_value_heads",
+          "(" + std::to_string(n_kv_heads) + ") must divide num_attention_heads (" +
+              std::to_string(n_heads) + ")");
+  require(head_dim > 0, "head_dim", "must be positive, got " + std::to_string(head_dim));
+  require(max_positions > 0, "max_position_embeddings",
+          "must be positive, got " + std::to_string(max_positions));
+  require(norm_eps > 0.0, "rms_norm_eps", "must be positive");
+  if (position == PositionKind::rope) {
+    require(rope_theta > 0.0, "rope_theta", "must be positive");
+    require(rope_dims > 0 && rope_dims <= head_dim && rope_dims % 2 == 0, "partial_rotary_factor",
+            "gives " + std::to_string(rope_dims) + " rotary dimensions; need an even number in 2.." +
+                std::to_string(head_dim));
+    const auto& rs = rope_scaling;
+    if (rs.kind == RopeScalingKind::linear || rs.kind == RopeScalingKind::llama3) {
+      require(rs.factor > 0.0, "rope_scaling.factor", "must be positive");
+    }
+    if (rs.kind == RopeScalingKind::llama3) {
+      require(rs.original_max_positions > 0, "rope_scaling.original_max_position_embeddings",
+              "must be positive");
+      require(rs.high_freq_factor > rs.low_freq_factor, "rope_scaling.high_freq_factor",
+              "must exceed low_freq_factor");
+    }
+    if (rs.kind == RopeScalingKind::longrope) {
+      const auto half = static_cast<size_t>(rope_dims / 2);
+      require(rs.short_factor.size() == half, "rope_scaling.short_factor",
+              "must have " + std::to_string(half) + " entries, has " +
+                  std::to_string(rs.short_factor.size()));
+      require(rs.long_factor.size() == half, "rope_scaling.long_factor",
+              "must have " + std::to_string(half) + " entries, has " +
+                  std::to_string(rs.long_factor.size()));
+      require(rs.original_max_positions > 0, "original_max_position_embeddings", "must be positive");
+    }
+  }
+  require(sliding_window >= 0, "sliding_window", "must not be negative");
+  if (bos_token_id) {
+    require(*bos_token_id >= 0 && *bos_token_id < vocab_size, "bos_token_id",
+            "(" + std::to_string(*bos_token_id) + ") is outside the vocabulary");
+  }
+  for (int32_t id : eos_token_ids) {
+    require(id >= 0 && id < vocab_size, "eos_token_id",
+            "(" + std::to_string(id) + ") is outside the vocabulary");
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,73 @@
+#include "loom/model.hpp"
+
+#include <set>
+
+#include "loom/error.hpp"
+#include "model/weight_slots.hpp"
+
+namespace loom {
+
+namespace {
+
+void check_weights(const ModelConfig& config, const ModelWeights& weights) {
+  if (static_cast<int64_t>(weights.layers.size()) != config.n_layers) {
+    throw Error(ErrorCode::shape_mismatch,
+                "weights have " + std::to_string(weights.layers.size()) +
+                    " layers, config num_hidden_layers is " + std::to_string(config.n_layers));
+  }
+  for (const auto& slot : slots::all_slots()) {
+    const int64_t layers = slot.per_layer ? config.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      const Tensor& t = slots::tensor_of(weights, slot, l);
+      const std::string name = slots::full_name(slot, l);
+      if (!slot.needed(config)) continue;
+      if (!t.defined()) {
+        throw Error(ErrorCode::missing_tensor, "weight is missing", {.tensor = name});
+      }
+      const Shape want = slot.shape(config);
+      if (!(t.shape() == want)) {
+        throw Error(ErrorCode::shape_mismatch,
+                    "shape " + t.shape().to_string() + " but the config (" +
+                        std::string(slot.shape_fields) + ") implies " + want.to_string(),
+                    {.tensor = name});
+      }
+      if (slot.role == slots::Role::vector && t.dtype() != DType::f32) {
+        throw Error(ErrorCode::dtype_mismatch,
+                    "norm weights and biases must be f32 in memory, got " +
+                        std::string(dtype_name(t.dtype())),
+                    {.tensor = name});
+      }
+      if (!t.is_contiguous()) {
+        throw Error(ErrorCode::invalid_argument, "weight is not contiguous", {.tensor = name});
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Model::Model(ModelConfig config, ModelWeights weights, std::shared_ptr<const Tokenizer> tokenizer,
+             std::shared_ptr<const LoadReport> report)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      tokenizer_(std::move(tokenizer)),
+      report_(std::move(report)) {
+  config_.validate();
+  check_weights(config_, weights_);
+}
+
+int64_t Model::weight_bytes() const {
+  std::set<std::pair<const void*, int64_t>> seen;  // tied slots share bytes: count once
+  int64_t total = 0;
+  for (const auto& slot : slots::all_slots()) {
+    const int64_t layers = slot.per_layer ? config_.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      const Tensor& t = slots::tensor_of(weights_, slot, l);
+      if (!t.defined()) continue;
+      if (seen.insert({t.raw_data(), t.nbytes()}).second) total += t.nbytes();
+    }
+  }
+  return total;
+}
+
+}  // namespace loom

@@ -1,0 +1,220 @@
+#include "runtime/kernels/linear.hpp"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <vector>
+
+#include "loom/convert.hpp"
+#include "loom/cpu.hpp"
+#include "loom/error.hpp"
+#include "runtime/kernels/gemm_kernels.hpp"
+#include "runtime/kernels/matvec_kernels.hpp"
+#include "tensor/quant/quant.hpp"
+
+namespace loom::kernels {
+
+// ---- portable fallbacks ----
+
+void matvec_f32_scalar(const float* w, int64_t stride, const float* x, float* y, int64_t n_rows,
+                       int64_t cols) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* row = w + r * stride;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) acc += row[c] * x[c];
+    y[r] = acc;
+  }
+}
+
+void matvec_f16_scalar(const uint16_t* w, int64_t stride, const float* x, float* y, int64_t n_rows,
+                       int64_t cols) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint16_t* row = w + r * stride;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) acc += f16_to_f32_scalar(row[c]) * x[c];
+    y[r] = acc;
+  }
+}
+
+void matvec_bf16_scalar(const uint16_t* w, int64_t stride, const float* x, float* y,
+                        int64_t n_rows, int64_t cols) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint16_t* row = w + r * stride;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) acc += bf16_to_f32_scalar(row[c]) * x[c];
+    y[r] = acc;
+  }
+}
+
+namespace {
+
+using F32Kernel = void (*)(const float*, int64_t, const float*, float*, int64_t, int64_t);
+using U16Kernel = void (*)(const uint16_t*, int64_t, const float*, float*, int64_t, int64_t);
+
+struct MatvecTable {
+  F32Kernel f32;
+  U16Kernel f16;
+  U16Kernel bf16;
+};
+
+// Indexed by loom::Isa.
+constexpr MatvecTable kMatvec[] = {
+    {matvec_f32_scalar, matvec_f16_scalar, matvec_bf16_scalar},
+    {matvec_f32_avx2, matvec_f16_avx2, matvec_bf16_avx2},
+    {matvec_f32_avx512, matvec_f16_avx512, matvec_bf16_avx512},
+};
+
+void check_weight(const Tensor& w) {
+  if (w.shape().rank() != 2 || !w.is_contiguous() || w.layout() != Layout::row_major) {
+    throw Error(ErrorCode::internal,
+                "linear needs a contiguous row-major 2-D weight, got " + w.describe());
+  }
+}
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Stride = Eigen::OuterStride<>;
+
+// Y[:, r0:r1] = X * W[r0:r1, :]^T for a float weight block already in f32.
+void gemm_block_f32(const float* w_rows, int64_t n_rows, int64_t cols, const float* x,
+                    int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  Eigen::Map<const RowMajor, 0, Stride> X(x, n_tokens, cols, Stride(x_stride));
+  Eigen::Map<const RowMajor> W(w_rows, n_rows, cols);
+  Eigen::Map<RowMajor, 0, Stride> Y(y, n_tokens, n_rows, Stride(y_stride));
+  Y.noalias() = X * W.transpose();
+}
+
+// Products run over fixed blocks of rows, whatever range a thread was given, so Eigen
+// sees the same shapes (and sums in the same order) for any thread count: results do not
+// depend on the number of threads. Narrow-float rows are widened per block into a
+// per-thread buffer, paying the conversion once per row for all tokens of the batch.
+constexpr int64_t kGemmRows = 128;
+
+void gemm_rows(const Tensor& w, int64_t r0, int64_t r1, const float* x, int64_t x_stride,
+               int64_t n_tokens, float* y, int64_t y_stride) {
+  const int64_t cols = w.shape()[1];
+  thread_local std::vector<float> buffer;
+  const auto* base = static_cast<const std::byte*>(w.raw_data());
+  const int64_t row_bytes = dtype_bytes(w.dtype(), cols, cols);
+  for (int64_t r = r0; r < r1; r += kGemmRows) {
+    const int64_t n = std::min(kGemmRows, r1 - r);
+    const float* rows = nullptr;
+    if (w.dtype() == DType::f32) {
+      rows = w.data<float>() + r * cols;
+    } else {
+      buffer.resize(static_cast<size_t>(kGemmRows * cols));
+      convert(w.dtype(), base + r * row_bytes, DType::f32, buffer.data(), static_cast<size_t>(n * cols));
+      rows = buffer.data();
+    }
+    gemm_block_f32(rows, n, cols, x, x_stride, n_tokens, y + r, y_stride);
+  }
+}
+
+void add_bias(const Tensor* bias, int64_t r0, int64_t r1, int64_t n_tokens, float* y,
+              int64_t y_stride) {
+  if (bias == nullptr) return;
+  const float* b = bias->data<float>();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* row = y + t * y_stride;
+    for (int64_t r = r0; r < r1; ++r) row[r] += b[r];
+  }
+}
+
+void linear_quantized(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens,
+                      float* y, int64_t y_stride, ThreadPool& pool, const Tensor* bias) {
+  const int64_t rows = w.shape()[0];
+  const int64_t cols = w.shape()[1];
+  const DType act = quant::activation_dtype(w.dtype());
+  const auto act_row_bytes = static_cast<size_t>(dtype_bytes(act, cols, cols));
+  thread_local std::vector<std::byte> activations;
+  activations.resize(act_row_bytes * static_cast<size_t>(n_tokens));
+  std::byte* act_data = activations.data();
+  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      quant::quantize_activations(act, x + t * x_stride, act_data + static_cast<size_t>(t) * act_row_bytes, cols);
+    }
+  });
+  const auto row_bytes = static_cast<size_t>(dtype_bytes(w.dtype(), cols, cols));
+  const auto* base = static_cast<const std::byte*>(w.raw_data());
+  pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+    if (n_tokens == 1) {
+      quant::dot_rows(w.dtype(), base + static_cast<size_t>(r0) * row_bytes, row_bytes, r1 - r0,
+                      cols, act_data, act_row_bytes, 1, y + r0, 1);
+    } else {
+      // dot_rows writes [rows, tokens]; Y is [tokens, rows].
+      thread_local std::vector<float> block;
+      block.resize(static_cast<size_t>((r1 - r0) * n_tokens));
+      quant::dot_rows(w.dtype(), base + static_cast<size_t>(r0) * row_bytes, row_bytes, r1 - r0,
+                      cols, act_data, act_row_bytes, n_tokens, block.data(), n_tokens);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t t = 0; t < n_tokens; ++t) y[t * y_stride + r] = block[(r - r0) * n_tokens + t];
+      }
+    }
+    add_bias(bias, r0, r1, n_tokens, y, y_stride);
+  });
+}
+
+}  // namespace
+
+void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t r1) {
+  const int64_t cols = w.shape()[1];
+  const MatvecTable& k = kMatvec[static_cast<int>(active_isa())];
+  switch (w.dtype()) {
+    case DType::f32: return k.f32(w.data<float>() + r0 * cols, cols, x, y, r1 - r0, cols);
+    case DType::f16: return k.f16(w.data<uint16_t>() + r0 * cols, cols, x, y, r1 - r0, cols);
+    case DType::bf16: return k.bf16(w.data<uint16_t>() + r0 * cols, cols, x, y, r1 - r0, cols);
+    default: break;
+  }
+  throw Error(ErrorCode::unsupported,
+              "no matrix-vector kernel for weight dtype " + std::string(dtype_name(w.dtype())));
+}
+
+void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride,
+            int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool) {
+  check_weight(w);
+  if (n_tokens <= 0) return;
+  const int64_t rows = w.shape()[0];
+  if (is_quantized(w.dtype())) {
+    linear_quantized(w, x, x_stride, n_tokens, y, y_stride, pool, bias);
+    return;
+  }
+  if (n_tokens == 1) {
+    pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+      matvec_rows(w, x, y + r0, r0, r1);
+      add_bias(bias, r0, r1, 1, y, y_stride);
+    });
+    return;
+  }
+  if (gemm_avx512_supports(w.dtype())) {
+    // The calling thread's buffer, named through a local reference: inside the lambda
+    // a thread_local would name each worker's own (empty) instance.
+    thread_local PackedActivations packed_storage;
+    PackedActivations& packed = packed_storage;
+    pack_activations(x, x_stride, n_tokens, w.shape()[1], packed);
+    pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+      gemm_avx512(w, r0, r1, packed, y, y_stride);
+      add_bias(bias, r0, r1, n_tokens, y, y_stride);
+    });
+    return;
+  }
+  pool.parallel_for(rows, kGemmRows, [&](int64_t r0, int64_t r1, int) {
+    {
+      gemm_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
+    }
+    add_bias(bias, r0, r1, n_tokens, y, y_stride);
+  });
+}
+
+void embedding_row(const Tensor& table, int64_t row, float* out) {
+  const int64_t rows = table.shape()[0];
+  const int64_t cols = table.shape()[1];
+  if (row < 0 || row >= rows) {
+    throw Error(ErrorCode::invalid_argument,
+                "token id " + std::to_string(row) + " is outside the vocabulary of " +
+                    std::to_string(rows));
+  }
+  const int64_t row_bytes = dtype_bytes(table.dtype(), cols, cols);
+  convert(table.dtype(), static_cast<const std::byte*>(table.raw_data()) + row * row_bytes,
+          DType::f32, out, static_cast<size_t>(cols));
+}
+
+}  // namespace loom::kernels

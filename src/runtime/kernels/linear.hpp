@@ -1,0 +1,27 @@
+// Internal: the products of activations with weight matrices.
+//
+// A weight W has logical shape [rows, cols] (out features x in features), stored
+// row-major in f32, f16, bf16 or a block-quantized dtype. Activations are f32.
+#pragma once
+
+#include <cstdint>
+
+#include "loom/tensor.hpp"
+#include "loom/thread_pool.hpp"
+
+namespace loom::kernels {
+
+// y[r - r0] = dot(W[r, :], x) for r in [r0, r1). Single-threaded; plain dtypes only.
+void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t r1);
+
+// Y[t, r] = dot(W[r, :], X[t, :]) + (bias ? bias[r] : 0) for t < n_tokens, r < rows.
+// X is [n_tokens, cols] with row stride x_stride, Y is [n_tokens, rows] with row stride
+// y_stride. Rows are split across the pool's threads. n_tokens == 1 streams W once
+// (decode); larger batches use blocked matrix-matrix products (prefill).
+void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride,
+            int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool);
+
+// Copies row `row` of an embedding table [vocab, dim] (any dtype) into out as f32.
+void embedding_row(const Tensor& table, int64_t row, float* out);
+
+}  // namespace loom::kernels

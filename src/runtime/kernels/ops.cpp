@@ -1,0 +1,97 @@
+#include "runtime/kernels/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace loom::kernels {
+
+// These loops are simple enough for the compiler to vectorize; they are a small part of
+// the time next to the weight products. Sums accumulate in double where a long
+// reduction would otherwise lose precision.
+
+void rms_norm(const float* x, const float* weight, float eps, float* out, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const auto scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* out,
+                int64_t n) {
+  double mean = 0.0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  double var = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = x[i] - mean;
+    var += d * d;
+  }
+  var /= static_cast<double>(n);
+  const double inv = 1.0 / std::sqrt(var + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<float>((x[i] - mean) * inv) * weight[i] + (bias ? bias[i] : 0.0f);
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const float max = *std::max_element(x, x + n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const auto inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void gelu_tanh(float* x, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void rope_half(float* v, const float* cos, const float* sin, int64_t rot_dims) {
+  const int64_t half = rot_dims / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = v[i];
+    const float b = v[i + half];
+    v[i] = a * cos[i] - b * sin[i];
+    v[i + half] = b * cos[i] + a * sin[i];
+  }
+}
+
+void rope_interleaved(float* v, const float* cos, const float* sin, int64_t rot_dims) {
+  const int64_t half = rot_dims / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = v[2 * i];
+    const float b = v[2 * i + 1];
+    v[2 * i] = a * cos[i] - b * sin[i];
+    v[2 * i + 1] = b * cos[i] + a * sin[i];
+  }
+}
+
+}  // namespace loom::kernels
