@@ -17,9 +17,9 @@ namespace avx512_family {
 #undef QD_VNNI
 #undef QD_TARGET
 
-// ---- 512-bit kernels for the hottest types (q4_0, q4_k, q6_k) ----
+// ---- 512-bit kernels for the hottest types (q8_0, q4_0, q4_k, q6_k) ----
 //
-// One zmm covers 64 elements: two q4_0 blocks, or a q4_k group pair / half a q6_k
+// One zmm covers 64 elements: two q8_0 / q4_0 blocks, or a q4_k group pair / half a q6_k
 // chunk, so unpacking, multiplying and scaling cost half as many instructions as the
 // 256-bit versions above (which still handle the other types and odd tails).
 
@@ -49,6 +49,48 @@ QZ_INLINE __m512i broadcast256(const uint8_t* p) {
 QZ_INLINE __m512 halves(float low, float high) {
   return _mm512_insertf32x8(_mm512_set1_ps(low), _mm256_set1_ps(high), 1);
 }
+
+struct Q8_0Z {
+  template <int Nt>
+  struct Tile {
+    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const uint8_t* const* acts,
+                                            int64_t blocks, float* out) {
+      __m512 acc[Nt];
+      __m256 tail[Nt];
+      for (int t = 0; t < Nt; ++t) {
+        acc[t] = _mm512_setzero_ps();
+        tail[t] = _mm256_setzero_ps();
+      }
+      int64_t b = 0;
+      for (; b + 1 < blocks; b += 2) {
+        const uint8_t* wb = w + static_cast<size_t>(b) * 34;
+        const size_t at = static_cast<size_t>(b) * kActQ8_0;
+        prefetch_ahead(wb, 68);
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(load256(wb + 2)),
+                                             load256(wb + 36), 1);
+        // sum(w a) = sum(|w| * (w < 0 ? -a : a)); |-128| reads as 128 unsigned.
+        const __mmask64 negative = _mm512_movepi8_mask(q);
+        const __m512i magnitude = _mm512_abs_epi8(q);
+        const float d0 = f16(wb);
+        const float d1 = f16(wb + 34);
+        for (int t = 0; t < Nt; ++t) {
+          const uint8_t* ab = acts[t] + at;
+          const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(load256(ab + 2)),
+                                               load256(ab + 2 + kActQ8_0), 1);
+          const __m512i signed_a = _mm512_mask_sub_epi8(a, negative, _mm512_setzero_si512(), a);
+          const __m512i prod = _mm512_dpbusd_epi32(_mm512_setzero_si512(), magnitude, signed_a);
+          const __m512 scale = halves(d0 * f16(ab), d1 * f16(ab + kActQ8_0));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), scale, acc[t]);
+        }
+      }
+      if (b < blocks) {
+        const auto at = static_cast<size_t>(b);
+        legacy_block<WQ8_0, Nt>(w + at * 34, acts, at * kActQ8_0, tail);
+      }
+      for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]) + hsum(tail[t]);
+    }
+  };
+};
 
 struct Q4_0Z {
   template <int Nt>
@@ -207,7 +249,7 @@ struct Q6KZ {
 
 KernelSet make_set() {
   KernelSet set;
-  register_tiles<Legacy<WQ8_0>::Tile>(set, DType::q8_0);
+  register_tiles<Q8_0Z::Tile>(set, DType::q8_0);
   register_tiles<Q4_0Z::Tile>(set, DType::q4_0);
   register_tiles<Legacy<WQ4_1>::Tile>(set, DType::q4_1);
   register_tiles<Legacy<WQ5_0>::Tile>(set, DType::q5_0);
