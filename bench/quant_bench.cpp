@@ -109,9 +109,10 @@ void report(benchmark::State& state, const Weights& w, int64_t n_act) {
   state.counters["of_stream"] = benchmark::Counter(
       bytes / 1e9 / (g_stream_gbps > 0 ? g_stream_gbps : 1), benchmark::Counter::kIsRate);
   if (n_act > 1) {
-    state.counters["GMAC/s"] = benchmark::Counter(
-        static_cast<double>(state.iterations()) * static_cast<double>(w.rows * w.cols * n_act) / 1e9,
-        benchmark::Counter::kIsRate);
+    state.counters["GMAC/s"] =
+        benchmark::Counter(static_cast<double>(state.iterations()) *
+                               static_cast<double>(w.rows * w.cols * n_act) / 1e9,
+                           benchmark::Counter::kIsRate);
   }
 }
 
@@ -132,7 +133,8 @@ void BM_dot_rows(benchmark::State& state) {
   const Weights w = make_weights(type, rows, cols);
   const size_t copies = cold ? std::max<size_t>(2, kStreamBytes / w.bytes + 1) : 1;
   Buffer pool(copies * w.bytes);
-  for (size_t c = 0; c < copies; ++c) std::memcpy(pool.data() + c * w.bytes, w.matrix.data(), w.bytes);
+  for (size_t c = 0; c < copies; ++c)
+    std::memcpy(pool.data() + c * w.bytes, w.matrix.data(), w.bytes);
   const auto act = make_activations(type, cols, n_act);
   const size_t act_row = act.size() / static_cast<size_t>(n_act);
   std::vector<float> out(static_cast<size_t>(rows * n_act));

@@ -1,7 +1,6 @@
 // Dequantization of every block type: hand-computed blocks, an independent per-element
 // decoder on random blocks (bit-exact), and the convert() / quantize() entry points.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -73,7 +72,8 @@ double element(DType dtype, const uint8_t* b, int e) {
     case DType::q4_0: return f16_at(b, 0) * (nibble32(b + 2, e) - 8);
     case DType::q4_1: return f16_at(b, 0) * nibble32(b + 4, e) + f16_at(b, 2);
     case DType::q5_0: return f16_at(b, 0) * ((nibble32(b + 6, e) | (bit(b + 2, e) << 4)) - 16);
-    case DType::q5_1: return f16_at(b, 0) * (nibble32(b + 8, e) | (bit(b + 4, e) << 4)) + f16_at(b, 2);
+    case DType::q5_1:
+      return f16_at(b, 0) * (nibble32(b + 8, e) | (bit(b + 4, e) << 4)) + f16_at(b, 2);
     case DType::q2_k: {
       const int g = e / 16;
       return f16_at(b, 80) * (b[g] & 15) * plane2(b + 16, e) - f16_at(b, 82) * (b[g] >> 4);
@@ -164,7 +164,7 @@ TEST_CASE("hand-computed blocks dequantize exactly") {
     CHECK(v[0] == 0.0f);     // (0 | 16) - 16
     CHECK(v[16] == -16.0f);  // 0 - 16
     CHECK(v[15] == -16.0f);
-    CHECK(v[31] == 15.0f);   // (15 | 16) - 16
+    CHECK(v[31] == 15.0f);  // (15 | 16) - 16
   }
   SECTION("q5_1") {
     auto b = zero_block(DType::q5_1);
@@ -199,11 +199,11 @@ TEST_CASE("hand-computed blocks dequantize exactly") {
     b[16 + 0] = 0xE4;       // elements 0, 32, 64, 96 = levels 0, 1, 2, 3
     b[16 + 63] = 0xC0;      // element 255 = level 3
     const auto v = decode(DType::q2_k, b);
-    CHECK(v[0] == -0.5f);   // 0.5*1*0 - 0.25*2
-    CHECK(v[32] == 0.25f);  // 0.5*1*1 - 0.25*1
-    CHECK(v[64] == 2.75f);  // 0.5*3*2 - 0.25*1
-    CHECK(v[96] == 2.25f);  // 0.5*2*3 - 0.25*3
-    CHECK(v[255] == 0.75f); // 0.5*3*3 - 0.25*15
+    CHECK(v[0] == -0.5f);    // 0.5*1*0 - 0.25*2
+    CHECK(v[32] == 0.25f);   // 0.5*1*1 - 0.25*1
+    CHECK(v[64] == 2.75f);   // 0.5*3*2 - 0.25*1
+    CHECK(v[96] == 2.25f);   // 0.5*2*3 - 0.25*3
+    CHECK(v[255] == 0.75f);  // 0.5*3*3 - 0.25*15
   }
   SECTION("q3_k") {
     auto b = zero_block(DType::q3_k);
@@ -240,9 +240,9 @@ TEST_CASE("hand-computed blocks dequantize exactly") {
         b[16 + 31] = 0x80;  // element 255: + 16
       }
       const auto v = decode(type, b);
-      CHECK(v[0] == (five ? 54.5f : 14.5f));    // 0.5*5*(7|23) - 1*3
+      CHECK(v[0] == (five ? 54.5f : 14.5f));      // 0.5*5*(7|23) - 1*3
       CHECK(v[255] == (five ? 881.0f : 417.0f));  // 0.5*58*(15|31) - 18
-      CHECK(v[100] == 0.0f);                    // group 3: scale 0, min 0
+      CHECK(v[100] == 0.0f);                      // group 3: scale 0, min 0
     }
   }
   SECTION("q6_k") {
@@ -253,9 +253,9 @@ TEST_CASE("hand-computed blocks dequantize exactly") {
     b[0] = 0x05;        // element 0 low nibble 5
     b[128 + 0] = 0x02;  // element 0 high bits 2 -> 37 - 32 = 5
     const auto v = decode(DType::q6_k, b);
-    CHECK(v[0] == -2.5f);     // 0.25 * -2 * 5
-    CHECK(v[255] == -800.0f); // 0.25 * 100 * (0 - 32)
-    CHECK(v[20] == 0.0f);     // group 1: scale 0
+    CHECK(v[0] == -2.5f);      // 0.25 * -2 * 5
+    CHECK(v[255] == -800.0f);  // 0.25 * 100 * (0 - 32)
+    CHECK(v[20] == 0.0f);      // group 1: scale 0
   }
   SECTION("q8_k") {
     auto b = zero_block(DType::q8_k);
@@ -320,7 +320,7 @@ TEST_CASE("quantize: round trip error, zero blocks, bad input") {
   // are loose envelopes around the values this test prints.
   const std::map<DType, double> bound{
       {DType::q8_0, 0.006}, {DType::q8_1, 0.006}, {DType::q8_k, 0.008}, {DType::q6_k, 0.02},
-      {DType::q5_0, 0.05},  {DType::q5_1, 0.04},  {DType::q5_k, 0.04}, {DType::q4_0, 0.1},
+      {DType::q5_0, 0.05},  {DType::q5_1, 0.04},  {DType::q5_k, 0.04},  {DType::q4_0, 0.1},
       {DType::q4_1, 0.09},  {DType::q4_k, 0.075}, {DType::q3_k, 0.2},   {DType::q2_k, 0.4}};
   const size_t n = 256 * 1024;
   const auto x = tq::gaussian(n, 3);
@@ -328,7 +328,8 @@ TEST_CASE("quantize: round trip error, zero blocks, bad input") {
   for (DType type : kAllQuantized) {
     INFO(loom::dtype_name(type));
     const auto& t = loom::dtype_traits(type);
-    std::vector<uint8_t> q(n / static_cast<size_t>(t.block_elems) * static_cast<size_t>(t.block_bytes));
+    std::vector<uint8_t> q(n / static_cast<size_t>(t.block_elems) *
+                           static_cast<size_t>(t.block_bytes));
     loom::quant::quantize(type, x.data(), q.data(), n);
     const auto y = tq::dequantized(type, q, n);
     double err = 0;
@@ -365,7 +366,8 @@ TEST_CASE("quantize_from f16 and bf16 equals quantizing the widened values") {
     for (DType to : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
       INFO(loom::dtype_name(from) << " -> " << loom::dtype_name(to));
       const auto& t = loom::dtype_traits(to);
-      const size_t bytes = n / static_cast<size_t>(t.block_elems) * static_cast<size_t>(t.block_bytes);
+      const size_t bytes =
+          n / static_cast<size_t>(t.block_elems) * static_cast<size_t>(t.block_bytes);
       std::vector<uint8_t> direct(bytes);
       std::vector<uint8_t> via(bytes);
       loom::quant::quantize(to, widened.data(), direct.data(), n);

@@ -1,8 +1,9 @@
 // Quantized dot-product kernels (src/runtime/kernels/quant_dot.hpp): every weight type,
 // every kernel family, decode (one activation) and prefill (tiles and remainders).
-#include <catch2/catch.hpp>
+#include "runtime/kernels/quant_dot.hpp"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -11,7 +12,6 @@
 
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
-#include "runtime/kernels/quant_dot.hpp"
 #include "tensor/quant_test_support.hpp"
 
 using loom::DType;
@@ -20,9 +20,8 @@ namespace tq = loom::test::quant;
 
 namespace {
 
-constexpr DType kWeightTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
-                                  DType::q5_1, DType::q2_k, DType::q3_k, DType::q4_k,
-                                  DType::q5_k, DType::q6_k};
+constexpr DType kWeightTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                                  DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
 
 struct IsaScope {
   explicit IsaScope(loom::Isa isa) { loom::set_isa_cap(isa); }
@@ -38,11 +37,11 @@ struct Problem {
   int64_t n_act;
   size_t row_bytes;
   size_t act_row_bytes;
-  std::vector<uint8_t> w;          // quantized weights
-  std::vector<float> x;            // f32 activations
-  std::vector<uint8_t> a;          // quantized activations
-  std::vector<float> w_deq;        // dequantized weights
-  std::vector<float> a_deq;        // dequantized activations
+  std::vector<uint8_t> w;    // quantized weights
+  std::vector<float> x;      // f32 activations
+  std::vector<uint8_t> a;    // quantized activations
+  std::vector<float> w_deq;  // dequantized weights
+  std::vector<float> a_deq;  // dequantized activations
 
   Problem(DType weight_type, int64_t rows_, int64_t cols_, int64_t n_act_, bool random_bits,
           uint32_t seed)
@@ -134,9 +133,9 @@ TEST_CASE("quantized dot: exact against dequantized weights and dequantized acti
       for (bool random_bits : {false, true}) {
         const Problem p(type, 9, cols, 7, random_bits, 11);
         for (auto family : loom::quant::supported_dot_families()) {
-          INFO(loom::dtype_name(type) << " cols " << cols
-                                      << (random_bits ? " random bits" : " quantized") << " on "
-                                      << loom::quant::dot_family_name(family));
+          INFO(loom::dtype_name(type)
+               << " cols " << cols << (random_bits ? " random bits" : " quantized") << " on "
+               << loom::quant::dot_family_name(family));
           const auto got = p.run(family);
           CHECK(worst_rounding_error(p, got, p.a_deq) < 1e-6);
         }
@@ -190,7 +189,8 @@ TEST_CASE("quantized dot: activations that correlate with the weights are reprod
     Problem p(type, 16, 1024, 1, false, 41);
     const auto noise = tq::gaussian(static_cast<size_t>(p.cols), 42, 0.01f);
     for (int64_t i = 0; i < p.cols; ++i) {
-      p.x[static_cast<size_t>(i)] = p.w_deq[static_cast<size_t>(i)] * 20.0f + noise[static_cast<size_t>(i)];
+      p.x[static_cast<size_t>(i)] =
+          p.w_deq[static_cast<size_t>(i)] * 20.0f + noise[static_cast<size_t>(i)];
     }
     loom::quant::quantize_activations(p.act, p.x.data(), p.a.data(), p.cols);
     const auto got = p.run(loom::quant::active_dot_family());
@@ -238,8 +238,8 @@ TEST_CASE("quantized dot: strides, row chunks and output layout") {
   }
   const int64_t out_stride = n_act + 3;
   std::vector<float> out(static_cast<size_t>(rows * out_stride), -7.0f);
-  loom::quant::dot_rows(DType::q8_0, w.data(), row_stride, rows, cols, a.data(), act_stride,
-                        n_act, out.data(), out_stride);
+  loom::quant::dot_rows(DType::q8_0, w.data(), row_stride, rows, cols, a.data(), act_stride, n_act,
+                        out.data(), out_stride);
   const auto packed = p.run(loom::quant::active_dot_family());
   size_t mismatches = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -333,7 +333,8 @@ TEST_CASE("activation quantization: q8_0 rounds to nearest within half a step") 
     for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
     const float step = amax / 127.0f;
     for (size_t j = 0; j < 32; ++j) {
-      worst = std::max(worst, static_cast<double>(std::fabs(deq[32 * b + j] - x[32 * b + j]) / step));
+      worst =
+          std::max(worst, static_cast<double>(std::fabs(deq[32 * b + j] - x[32 * b + j]) / step));
     }
   }
   // Half a step, plus the f16 rounding of the scale (2^-11 relative, times 127 steps).
@@ -347,7 +348,8 @@ TEST_CASE("embedding lookup dequantizes only the requested rows, exactly") {
     const int64_t rows = 10;
     const int64_t cols = 512;
     const auto row_bytes = static_cast<size_t>(cols / t.block_elems * t.block_bytes);
-    const auto table = tq::random_blocks(type, static_cast<size_t>(rows * cols / t.block_elems), 91);
+    const auto table =
+        tq::random_blocks(type, static_cast<size_t>(rows * cols / t.block_elems), 91);
     const auto all = tq::dequantized(type, table, static_cast<size_t>(rows * cols));
     const std::vector<int64_t> ids{7, 0, 7, 9};
     std::vector<float> out(ids.size() * static_cast<size_t>(cols));
@@ -359,8 +361,8 @@ TEST_CASE("embedding lookup dequantizes only the requested rows, exactly") {
                         static_cast<size_t>(cols) * sizeof(float)) == 0);
     }
     const std::vector<int64_t> bad{3, 10};
-    CHECK_THROWS_AS(loom::quant::dequantize_rows(type, table.data(), row_bytes, rows, bad.data(),
-                                                 2, cols, out.data()),
+    CHECK_THROWS_AS(loom::quant::dequantize_rows(type, table.data(), row_bytes, rows, bad.data(), 2,
+                                                 cols, out.data()),
                     loom::Error);
   }
 }

@@ -3,7 +3,6 @@
 // bit for bit, and our quantizers, fed the same f32 weights, land within 5% of
 // llama-quantize's RMSE — in fact they write the very same bytes.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -95,8 +94,8 @@ TEST_CASE("dequantizing llama.cpp's blocks reproduces gguf-py's values bit for b
   for (const auto& t : kQuantized) {
     INFO(t.type);
     const auto blocks = read_range(dir / t.file, t.offset, t.nbytes);
-    const auto expected = read_values(dir / "dequant" / (std::string("blk.0.ffn_down.weight.") +
-                                                         t.type + ".txt"));
+    const auto expected =
+        read_values(dir / "dequant" / (std::string("blk.0.ffn_down.weight.") + t.type + ".txt"));
     REQUIRE(expected.size() == 4096);
     std::vector<float> ours(kElems);
     REQUIRE(loom::quant::dequantize(t.dtype, blocks.data(), ours.data(), ours.size()));
@@ -112,9 +111,11 @@ TEST_CASE("our quantizers match llama-quantize's error on the same weights") {
   REQUIRE(original_txt.size() == 4096);
   REQUIRE(bit_mismatches(original_txt, original.data(), 4096) == 0);
 
-  std::printf("\nRMSE on blk.0.ffn_down.weight of small-quant (%lld values; first 4096 in brackets)\n",
-              static_cast<long long>(kElems));
-  std::printf("%-5s %12s %12s %8s %22s\n", "type", "llama.cpp", "loom", "ratio", "identical blocks");
+  std::printf(
+      "\nRMSE on blk.0.ffn_down.weight of small-quant (%lld values; first 4096 in brackets)\n",
+      static_cast<long long>(kElems));
+  std::printf("%-5s %12s %12s %8s %22s\n", "type", "llama.cpp", "loom", "ratio",
+              "identical blocks");
   for (const auto& t : kQuantized) {
     INFO(t.type);
     const auto theirs_blocks = read_range(dir / t.file, t.offset, t.nbytes);
@@ -164,7 +165,8 @@ TEST_CASE("RMSE of our quantizers on a Gaussian matrix vs llama-quantize's on th
   for (float v : gaussian) gsum2 += static_cast<double>(v) * v;
   const double our_std = std::sqrt(gsum2 / static_cast<double>(gaussian.size()));
 
-  std::printf("\nRMSE / stddev, Gaussian 256x768: llama.cpp (reference file) vs loom (own matrix)\n");
+  std::printf(
+      "\nRMSE / stddev, Gaussian 256x768: llama.cpp (reference file) vs loom (own matrix)\n");
   for (const auto& t : kQuantized) {
     INFO(t.type);
     const auto theirs_blocks = read_range(dir / t.file, t.offset, t.nbytes);
@@ -177,7 +179,8 @@ TEST_CASE("RMSE of our quantizers on a Gaussian matrix vs llama-quantize's on th
     std::vector<float> ours(kElems);
     REQUIRE(loom::quant::dequantize(t.dtype, ours_blocks.data(), ours.data(), ours.size()));
     const double ours_rel = rmse(ours.data(), gaussian.data(), ours.size()) / our_std;
-    std::printf("%-5s %.6f %.6f  ratio %.4f\n", t.type, theirs_rel, ours_rel, ours_rel / theirs_rel);
+    std::printf("%-5s %.6f %.6f  ratio %.4f\n", t.type, theirs_rel, ours_rel,
+                ours_rel / theirs_rel);
     CHECK(ours_rel == Approx(theirs_rel).epsilon(0.05));
   }
 }

@@ -39,9 +39,9 @@ bool family_supported(DotFamily family) noexcept {
 
 void require_supported(DotFamily family) {
   if (!family_supported(family)) {
-    throw Error(ErrorCode::unsupported, "this CPU cannot run the " +
-                                            std::string(dot_family_name(family)) +
-                                            " quantized kernels");
+    throw Error(
+        ErrorCode::unsupported,
+        "this CPU cannot run the " + std::string(dot_family_name(family)) + " quantized kernels");
   }
 }
 
@@ -190,8 +190,8 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
 void dot_rows(DType weight, const void* w, size_t row_bytes, int64_t rows, int64_t cols,
               const void* act, size_t act_row_bytes, int64_t n_act, float* out,
               int64_t out_stride) {
-  dot_rows_on(active_dot_family(), weight, w, row_bytes, rows, cols, act, act_row_bytes, n_act,
-              out, out_stride);
+  dot_rows_on(active_dot_family(), weight, w, row_bytes, rows, cols, act, act_row_bytes, n_act, out,
+              out_stride);
 }
 
 void dequantize_rows(DType weight, const void* w, size_t row_bytes, int64_t rows,
@@ -205,9 +205,9 @@ void dequantize_rows(DType weight, const void* w, size_t row_bytes, int64_t rows
   }
   for (int64_t i = 0; i < n; ++i) {
     if (row_ids[i] < 0 || row_ids[i] >= rows) {
-      throw Error(ErrorCode::invalid_argument,
-                  "row id " + std::to_string(row_ids[i]) + " outside a table of " +
-                      std::to_string(rows) + " rows");
+      throw Error(ErrorCode::invalid_argument, "row id " + std::to_string(row_ids[i]) +
+                                                   " outside a table of " + std::to_string(rows) +
+                                                   " rows");
     }
   }
   const auto* base = static_cast<const uint8_t*>(w);

@@ -27,14 +27,20 @@ namespace avx512_family {
 
 // Per-i16-lane shift counts: `low` for the low 256 bits, `high` for the high 256 bits.
 QZ_INLINE __m512i half_counts(int low, int high) {
-  const auto rep = [](int v) { return static_cast<long long>(0x0001000100010001ull * static_cast<uint64_t>(v)); };
-  return _mm512_set_epi64(rep(high), rep(high), rep(high), rep(high), rep(low), rep(low), rep(low), rep(low));
+  const auto rep = [](int v) {
+    return static_cast<long long>(0x0001000100010001ull * static_cast<uint64_t>(v));
+  };
+  return _mm512_set_epi64(rep(high), rep(high), rep(high), rep(high), rep(low), rep(low), rep(low),
+                          rep(low));
 }
 
 // i16 lane indices [g x8, g+1 x8, g+2 x8, g+3 x8], for vpermw of a 16 x i16 scale vector.
 QZ_INLINE __m512i quarter_index(int g) {
-  const auto rep = [](int v) { return static_cast<long long>(0x0001000100010001ull * static_cast<uint64_t>(v)); };
-  return _mm512_set_epi64(rep(g + 3), rep(g + 3), rep(g + 2), rep(g + 2), rep(g + 1), rep(g + 1), rep(g), rep(g));
+  const auto rep = [](int v) {
+    return static_cast<long long>(0x0001000100010001ull * static_cast<uint64_t>(v));
+  };
+  return _mm512_set_epi64(rep(g + 3), rep(g + 3), rep(g + 2), rep(g + 2), rep(g + 1), rep(g + 1),
+                          rep(g), rep(g));
 }
 
 // i16 lane indices [g x16, g+1 x16].
@@ -42,9 +48,7 @@ QZ_INLINE __m512i half_index(int g) { return half_counts(g, g + 1); }
 
 QZ_INLINE __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
-QZ_INLINE __m512i broadcast256(const uint8_t* p) {
-  return _mm512_broadcast_i64x4(load256(p));
-}
+QZ_INLINE __m512i broadcast256(const uint8_t* p) { return _mm512_broadcast_i64x4(load256(p)); }
 
 QZ_INLINE __m512 halves(float low, float high) {
   return _mm512_insertf32x8(_mm512_set1_ps(low), _mm256_set1_ps(high), 1);
@@ -66,8 +70,8 @@ struct Q8_0Z {
         const uint8_t* wb = w + static_cast<size_t>(b) * 34;
         const size_t at = static_cast<size_t>(b) * kActQ8_0;
         prefetch_ahead(wb, 68);
-        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(load256(wb + 2)),
-                                             load256(wb + 36), 1);
+        const __m512i q =
+            _mm512_inserti64x4(_mm512_castsi256_si512(load256(wb + 2)), load256(wb + 36), 1);
         // sum(w a) = sum(|w| * (w < 0 ? -a : a)); |-128| reads as 128 unsigned.
         const __mmask64 negative = _mm512_movepi8_mask(q);
         const __m512i magnitude = _mm512_abs_epi8(q);
@@ -114,9 +118,9 @@ struct Q4_0Z {
         const size_t at = static_cast<size_t>(b) * kActQ8_0;
         prefetch_ahead(wb, 36);
         // [block b: lo nibbles, hi nibbles | block b+1: lo, hi] = 64 values in 0..15
-        const __m512i raw = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_broadcastsi128_si256(load128(wb + 2))),
-            _mm256_broadcastsi128_si256(load128(wb + 20)), 1);
+        const __m512i raw =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(load128(wb + 2))),
+                               _mm256_broadcastsi128_si256(load128(wb + 20)), 1);
         const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, counts), low_mask);
         const float d0 = f16(wb);
         const float d1 = f16(wb + 18);
@@ -125,8 +129,9 @@ struct Q4_0Z {
           const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(load256(ab + 2)),
                                                load256(ab + 2 + kActQ8_0), 1);
           // sum((q - 8) a) = sum(q a) - sum(8 a)
-          const __m512i prod = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a),
-                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, a));
+          const __m512i prod =
+              _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a),
+                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, a));
           const __m512 scale = halves(d0 * f16(ab), d1 * f16(ab + kActQ8_0));
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), scale, acc[t]);
         }
@@ -168,7 +173,8 @@ struct Q4KZ {
         for (int p = 0; p < 4; ++p) {
           // [low nibbles: group 2p | high nibbles: group 2p+1] = elements 64p .. 64p+63
           const __m512i q = _mm512_and_si512(
-              _mm512_srlv_epi16(broadcast256(wb + 16 + 32 * static_cast<size_t>(p)), counts), low_mask);
+              _mm512_srlv_epi16(broadcast256(wb + 16 + 32 * static_cast<size_t>(p)), counts),
+              low_mask);
           const __m512i s = _mm512_permutexvar_epi16(half_index(2 * p), sc16);
           for (int t = 0; t < Nt; ++t) {
             const __m512i a = load512(acts[t] + at + kActQ8KQs + 64 * static_cast<size_t>(p));
@@ -181,9 +187,11 @@ struct Q4KZ {
           const uint8_t* ab = acts[t] + at;
           const float da = f32_at(ab);
           const __m256i msum = _mm256_madd_epi16(load256(ab + kActQ8KBsums), mins);
-          acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d * da),
-                                   _mm512_cvtepi32_ps(_mm512_add_epi32(sum_a[t], sum_b[t])), acc[t]);
-          acc_min[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * da), _mm256_cvtepi32_ps(msum), acc_min[t]);
+          acc[t] =
+              _mm512_fmadd_ps(_mm512_set1_ps(d * da),
+                              _mm512_cvtepi32_ps(_mm512_add_epi32(sum_a[t], sum_b[t])), acc[t]);
+          acc_min[t] =
+              _mm256_fnmadd_ps(_mm256_set1_ps(dmin * da), _mm256_cvtepi32_ps(msum), acc_min[t]);
         }
       }
       for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]) + hsum(acc_min[t]);
@@ -217,26 +225,28 @@ struct Q6KZ {
           const __m512i l = load512(wb + 64 * static_cast<size_t>(half));
           const __m512i h = broadcast256(wb + 128 + 32 * static_cast<size_t>(half));
           // elements 0-63 of this half: low nibbles of ql[0..63] + qh bits 0-1 / 2-3
-          const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(l, low_mask),
-                                                       _mm512_sllv_epi16(h, up), high_mask, kOrMasked);
+          const __m512i q0 = _mm512_ternarylogic_epi32(
+              _mm512_and_si512(l, low_mask), _mm512_sllv_epi16(h, up), high_mask, kOrMasked);
           // elements 64-127: high nibbles + qh bits 4-5 / 6-7
-          const __m512i q1 = _mm512_ternarylogic_epi32(
-              _mm512_and_si512(_mm512_srli_epi16(l, 4), low_mask), _mm512_srlv_epi16(h, down),
-              high_mask, kOrMasked);
+          const __m512i q1 =
+              _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l, 4), low_mask),
+                                        _mm512_srlv_epi16(h, down), high_mask, kOrMasked);
           const __m512i s0 = _mm512_permutexvar_epi16(quarter_index(8 * half), scales_z);
           const __m512i s1 = _mm512_permutexvar_epi16(quarter_index(8 * half + 4), scales_z);
           for (int t = 0; t < Nt; ++t) {
             const uint8_t* qa = acts[t] + at + kActQ8KQs + 128 * static_cast<size_t>(half);
             sum_a[t] = _mm512_dpwssd_epi32(sum_a[t], _mm512_maddubs_epi16(q0, load512(qa)), s0);
-            sum_b[t] = _mm512_dpwssd_epi32(sum_b[t], _mm512_maddubs_epi16(q1, load512(qa + 64)), s1);
+            sum_b[t] =
+                _mm512_dpwssd_epi32(sum_b[t], _mm512_maddubs_epi16(q1, load512(qa + 64)), s1);
           }
         }
         for (int t = 0; t < Nt; ++t) {
           const uint8_t* ab = acts[t] + at;
           // levels are biased by 32: subtract 32 * sum_g(sc_g * bsum_g)
-          const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(scales, load256(ab + kActQ8KBsums)), 5);
-          const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(sum_a[t], sum_b[t]),
-                                               _mm512_zextsi256_si512(bias));
+          const __m256i bias =
+              _mm256_slli_epi32(_mm256_madd_epi16(scales, load256(ab + kActQ8KBsums)), 5);
+          const __m512i sum =
+              _mm512_sub_epi32(_mm512_add_epi32(sum_a[t], sum_b[t]), _mm512_zextsi256_si512(bias));
           acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d * f32_at(ab)), _mm512_cvtepi32_ps(sum), acc[t]);
         }
       }

@@ -15,8 +15,7 @@ inline constexpr int kMaxTile = 4;
 // out[t] = dot(weight row w, activation row acts[t]) for t < nt, over `blocks` weight
 // blocks (and as many activation blocks: q8_0 blocks for the 32-element types, q8_k
 // super-blocks for the k-quants). One function per tile width nt = 1..kMaxTile.
-using RowDotFn = void (*)(const uint8_t* w, const uint8_t* const* acts, int64_t blocks,
-                          float* out);
+using RowDotFn = void (*)(const uint8_t* w, const uint8_t* const* acts, int64_t blocks, float* out);
 // Quantizes n (a whole number of blocks) f32 values into activation blocks.
 using QuantizeActFn = void (*)(const float* x, uint8_t* dst, int64_t n);
 

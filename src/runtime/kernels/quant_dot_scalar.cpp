@@ -4,7 +4,8 @@
 // activation quants, scaled once in f32 — the same per-block arithmetic the SIMD
 // families perform:
 //   32-element types: (d_w * d_a) * sum(q_w * q_a)          [+ (m_w * d_a) * sum(q_a)]
-//   k-quants:         (d * d_a) * sum_g(sc_g * sum(q_w * q_a)) [- (dmin * d_a) * sum_g(m_g * bsum_g)]
+//   k-quants:         (d * d_a) * sum_g(sc_g * sum(q_w * q_a)) [- (dmin * d_a) * sum_g(m_g *
+//   bsum_g)]
 #include <cmath>
 #include <cstring>
 
@@ -168,8 +169,8 @@ float block_q4_k(const uint8_t* w, const uint8_t* a) {
 }
 
 float block_q5_k(const uint8_t* w, const uint8_t* a) {
-  return block_k_with_min<true>(w, a, off::q5_k_d, off::q5_k_dmin, off::q5_k_scales,
-                                off::q5_k_qh, off::q5_k_qs);
+  return block_k_with_min<true>(w, a, off::q5_k_d, off::q5_k_dmin, off::q5_k_scales, off::q5_k_qh,
+                                off::q5_k_qs);
 }
 
 float block_q6_k(const uint8_t* w, const uint8_t* a) {
@@ -196,8 +197,7 @@ float block_q6_k(const uint8_t* w, const uint8_t* a) {
 
 // ---- row kernels ----
 
-template <float (*BlockDot)(const uint8_t*, const uint8_t*), size_t kWeightBytes,
-          size_t kActBytes>
+template <float (*BlockDot)(const uint8_t*, const uint8_t*), size_t kWeightBytes, size_t kActBytes>
 struct RowDot {
   template <int Nt>
   struct Tile {
@@ -214,16 +214,26 @@ struct RowDot {
   };
 };
 
-template <int Nt> using DotQ8_0 = RowDot<block_q8_0, sizeof(BlockQ8_0), kQ8_0Bytes>::Tile<Nt>;
-template <int Nt> using DotQ4_0 = RowDot<block_q4_0, sizeof(BlockQ4_0), kQ8_0Bytes>::Tile<Nt>;
-template <int Nt> using DotQ4_1 = RowDot<block_q4_1, sizeof(BlockQ4_1), kQ8_0Bytes>::Tile<Nt>;
-template <int Nt> using DotQ5_0 = RowDot<block_q5_0, sizeof(BlockQ5_0), kQ8_0Bytes>::Tile<Nt>;
-template <int Nt> using DotQ5_1 = RowDot<block_q5_1, sizeof(BlockQ5_1), kQ8_0Bytes>::Tile<Nt>;
-template <int Nt> using DotQ2K = RowDot<block_q2_k, sizeof(BlockQ2K), kQ8KBytes>::Tile<Nt>;
-template <int Nt> using DotQ3K = RowDot<block_q3_k, sizeof(BlockQ3K), kQ8KBytes>::Tile<Nt>;
-template <int Nt> using DotQ4K = RowDot<block_q4_k, sizeof(BlockQ4K), kQ8KBytes>::Tile<Nt>;
-template <int Nt> using DotQ5K = RowDot<block_q5_k, sizeof(BlockQ5K), kQ8KBytes>::Tile<Nt>;
-template <int Nt> using DotQ6K = RowDot<block_q6_k, sizeof(BlockQ6K), kQ8KBytes>::Tile<Nt>;
+template <int Nt>
+using DotQ8_0 = RowDot<block_q8_0, sizeof(BlockQ8_0), kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotQ4_0 = RowDot<block_q4_0, sizeof(BlockQ4_0), kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotQ4_1 = RowDot<block_q4_1, sizeof(BlockQ4_1), kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotQ5_0 = RowDot<block_q5_0, sizeof(BlockQ5_0), kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotQ5_1 = RowDot<block_q5_1, sizeof(BlockQ5_1), kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotQ2K = RowDot<block_q2_k, sizeof(BlockQ2K), kQ8KBytes>::Tile<Nt>;
+template <int Nt>
+using DotQ3K = RowDot<block_q3_k, sizeof(BlockQ3K), kQ8KBytes>::Tile<Nt>;
+template <int Nt>
+using DotQ4K = RowDot<block_q4_k, sizeof(BlockQ4K), kQ8KBytes>::Tile<Nt>;
+template <int Nt>
+using DotQ5K = RowDot<block_q5_k, sizeof(BlockQ5K), kQ8KBytes>::Tile<Nt>;
+template <int Nt>
+using DotQ6K = RowDot<block_q6_k, sizeof(BlockQ6K), kQ8KBytes>::Tile<Nt>;
 
 KernelSet make_scalar_set() {
   KernelSet set;

@@ -135,7 +135,8 @@ struct WQ5_0 {
   QD_INLINE static __m256i values(const uint8_t* b) {
     uint32_t qh;
     std::memcpy(&qh, b + 2, sizeof qh);
-    const __m256i high = _mm256_andnot_si256(bits_to_bytes(qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+    const __m256i high =
+        _mm256_andnot_si256(bits_to_bytes(qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
     return _mm256_or_si256(nibbles_32(b + 6), high);
   }
   QD_INLINE static float min(const uint8_t*) { return 0.0f; }
@@ -162,8 +163,7 @@ struct WQ5_1 {
 
 // Accumulates one weight block into acc[t] for every activation of the tile.
 template <class W, int Nt>
-QD_INLINE void legacy_block(const uint8_t* wb, const uint8_t* const* acts, size_t at,
-                            __m256* acc) {
+QD_INLINE void legacy_block(const uint8_t* wb, const uint8_t* const* acts, size_t at, __m256* acc) {
   const __m256i q = W::values(wb);
   const float dw = f16(wb);
   if constexpr (W::kHasMin) {
@@ -236,8 +236,8 @@ QD_INLINE ScalesMins unpack_k4_scales(const uint8_t* p) {
 
 // [m0, m0, m1, m1, ..., m7, m7] as i16: one min per pair of 16-element bsums.
 QD_INLINE __m256i mins_per_bsum(const ScalesMins& sm) {
-  const __m128i m8 = _mm_cvtepu8_epi16(
-      _mm_set_epi32(0, 0, static_cast<int>(sm.m[1]), static_cast<int>(sm.m[0])));
+  const __m128i m8 =
+      _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sm.m[1]), static_cast<int>(sm.m[0])));
   return _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8));
 }
 
@@ -281,9 +281,11 @@ struct KWithMin {
             const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(1 << (2 * p + 1)));
             const __m256i sixteen = _mm256_set1_epi8(0x10);
             lo = _mm256_or_si256(
-                lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), sixteen));
+                lo,
+                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), sixteen));
             hi = _mm256_or_si256(
-                hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
+                hi,
+                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
           }
           const __m256i s_lo = _mm256_set1_epi16(static_cast<short>(scale_byte(sm, 2 * p)));
           const __m256i s_hi = _mm256_set1_epi16(static_cast<short>(scale_byte(sm, 2 * p + 1)));
@@ -356,8 +358,8 @@ struct Q6K {
         for (int t = 0; t < Nt; ++t) {
           const uint8_t* ab = acts[t] + at;
           const __m256i bias = _mm256_madd_epi16(scales, load256(ab + kActQ8KBsums));
-          const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(sum_a[t], sum_b[t]),
-                                               _mm256_slli_epi32(bias, 5));
+          const __m256i sum =
+              _mm256_sub_epi32(_mm256_add_epi32(sum_a[t], sum_b[t]), _mm256_slli_epi32(bias, 5));
           acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * f32_at(ab)), _mm256_cvtepi32_ps(sum), acc[t]);
         }
       }
@@ -385,14 +387,16 @@ struct Q2K {
         const float dmin = f16(wb + 82);
         const __m128i packed = load128(wb);
         const __m256i scales = _mm256_cvtepu8_epi16(_mm_and_si128(packed, low_mask));
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low_mask));
+        const __m256i mins =
+            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low_mask));
         __m256i sum_a[Nt];
         __m256i sum_b[Nt];
         for (int t = 0; t < Nt; ++t) sum_a[t] = sum_b[t] = _mm256_setzero_si256();
         for (int chunk = 0; chunk < 2; ++chunk) {
           const __m256i raw = load256(wb + 16 + 32 * static_cast<size_t>(chunk));
           for (int j = 0; j < 4; ++j) {
-            const __m256i q = _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(2 * j)), three);
+            const __m256i q =
+                _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(2 * j)), three);
             const __m256i s = group_pair_scales(scales, 4 * chunk + j);
             for (int t = 0; t < Nt; ++t) {
               const uint8_t* qa = acts[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) +
@@ -471,8 +475,8 @@ struct Q3K {
         for (int t = 0; t < Nt; ++t) {
           const uint8_t* ab = acts[t] + at;
           const __m256i bias = _mm256_madd_epi16(scales, load256(ab + kActQ8KBsums));
-          const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(sum_a[t], sum_b[t]),
-                                               _mm256_slli_epi32(bias, 2));
+          const __m256i sum =
+              _mm256_sub_epi32(_mm256_add_epi32(sum_a[t], sum_b[t]), _mm256_slli_epi32(bias, 2));
           acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * f32_at(ab)), _mm256_cvtepi32_ps(sum), acc[t]);
         }
       }

@@ -16,8 +16,8 @@
 
 namespace loom::quant {
 
-inline constexpr int kBlock = 32;         // elements per block of the 32-element types
-inline constexpr int kSuperBlock = 256;   // elements per k-quant super-block
+inline constexpr int kBlock = 32;        // elements per block of the 32-element types
+inline constexpr int kSuperBlock = 256;  // elements per k-quant super-block
 
 // x = d * q, q in [-128, 127] (quantizers produce [-127, 127])
 struct BlockQ8_0 {

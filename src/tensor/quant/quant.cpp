@@ -81,8 +81,7 @@ bool can_quantize(DType dtype) noexcept {
 void quantize(DType dtype, const float* src, void* dst, size_t n) {
   const Codec* c = find_codec(dtype);
   if (c == nullptr || c->quantize == nullptr) {
-    throw Error(ErrorCode::unsupported,
-                "no quantizer writes " + std::string(dtype_name(dtype)));
+    throw Error(ErrorCode::unsupported, "no quantizer writes " + std::string(dtype_name(dtype)));
   }
   const size_t blocks = whole_blocks(dtype, n);
   require_finite(src, n, dtype);
@@ -95,8 +94,7 @@ void quantize_from(DType from, const void* src, DType to, void* dst, size_t n) {
     throw Error(ErrorCode::unsupported, "no quantizer writes " + std::string(dtype_name(to)));
   }
   if (!can_convert(from, DType::f32) || is_quantized(from)) {
-    throw Error(ErrorCode::unsupported,
-                "cannot quantize from " + std::string(dtype_name(from)));
+    throw Error(ErrorCode::unsupported, "cannot quantize from " + std::string(dtype_name(from)));
   }
   whole_blocks(to, n);
   // Chunks of whole blocks of `to` (every block size divides 4096).

@@ -68,7 +68,6 @@ void quantize_activations(DType act, const float* x, void* dst, int64_t n);
 // Error(unsupported) for a dtype without kernels, Error(invalid_argument) for
 // inconsistent sizes (cols not a whole number of blocks, strides too small).
 void dot_rows(DType weight, const void* w, size_t row_bytes, int64_t rows, int64_t cols,
-              const void* act, size_t act_row_bytes, int64_t n_act, float* out,
-              int64_t out_stride);
+              const void* act, size_t act_row_bytes, int64_t n_act, float* out, int64_t out_stride);
 
 }  // namespace loom::quant

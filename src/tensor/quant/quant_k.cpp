@@ -45,9 +45,8 @@ constexpr float kGroupMaxEps = 1e-15f;  // groups whose largest |x| is below thi
 // squared (or absolute, use_mad) error. Starts from the min/max mapping, then tries
 // nstep + 1 candidate inverse scales (nmax + rmin + rdelta * i) / (max - min), each
 // followed by a closed-form least-squares solve for scale and min given its levels.
-float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
-                        float* min_out, uint8_t* Laux, float rmin, float rdelta, int nstep,
-                        bool use_mad) {
+float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* min_out,
+                        uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
   float min = x[0];
   float max = x[0];
   float sum_w = w[0];
@@ -461,7 +460,8 @@ void quantize_q2_k(const float* x, uint8_t* dst, size_t blocks) {
       if (d == 0.0f) continue;
       const float dm = dmin_all * static_cast<float>(out_scales[j] >> 4);
       for (int i = 0; i < 16; ++i) {
-        L[16 * j + i] = static_cast<uint8_t>(std::clamp(nearest_int((x[16 * j + i] + dm) / d), 0, 3));
+        L[16 * j + i] =
+            static_cast<uint8_t>(std::clamp(nearest_int((x[16 * j + i] + dm) / d), 0, 3));
       }
     }
     pack_2bit(L, dst + off::q2_k_qs);
@@ -494,7 +494,8 @@ void quantize_q3_k(const float* x, uint8_t* dst, size_t blocks) {
         } else {
           out_scales[j - 8] = static_cast<uint8_t>(out_scales[j - 8] | ((l & 0xF) << 4));
         }
-        out_scales[8 + j % 4] = static_cast<uint8_t>(out_scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+        out_scales[8 + j % 4] =
+            static_cast<uint8_t>(out_scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
       }
       store_f16(dst + off::q3_k_d, 1 / iscale);
     } else {
@@ -547,7 +548,8 @@ void quantize_q5_k(const float* x, uint8_t* dst, size_t blocks) {
       for (int l = 0; l < 32; ++l) {
         const int lo = L[64 * pair + l];
         const int hi = L[64 * pair + l + 32];
-        qh[l] = static_cast<uint8_t>(qh[l] | ((lo >> 4) << (2 * pair)) | ((hi >> 4) << (2 * pair + 1)));
+        qh[l] =
+            static_cast<uint8_t>(qh[l] | ((lo >> 4) << (2 * pair)) | ((hi >> 4) << (2 * pair + 1)));
         q[32 * pair + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
       }
     }
@@ -596,8 +598,8 @@ void quantize_q6_k(const float* x, uint8_t* dst, size_t blocks) {
       for (int i = 0; i < 32; ++i) {
         ql[i] = static_cast<uint8_t>((l[i] & 0xF) | ((l[i + 64] & 0xF) << 4));
         ql[i + 32] = static_cast<uint8_t>((l[i + 32] & 0xF) | ((l[i + 96] & 0xF) << 4));
-        qh[i] = static_cast<uint8_t>((l[i] >> 4) | ((l[i + 32] >> 4) << 2) | ((l[i + 64] >> 4) << 4) |
-                                     ((l[i + 96] >> 4) << 6));
+        qh[i] = static_cast<uint8_t>((l[i] >> 4) | ((l[i + 32] >> 4) << 2) |
+                                     ((l[i + 64] >> 4) << 4) | ((l[i + 96] >> 4) << 6));
       }
     }
   }
