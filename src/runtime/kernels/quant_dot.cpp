@@ -7,6 +7,7 @@
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
 #include "runtime/kernels/quant_dot_kernels.hpp"
+#include "tensor/quant/blocks.hpp"
 #include "tensor/quant/quant.hpp"
 
 namespace loom::quant {
@@ -168,18 +169,34 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
       n_act <= kernels::kMaxTile
           ? rows
           : std::max<int64_t>(1, static_cast<int64_t>(kRowChunkBytes / row_bytes));
-  std::array<const uint8_t*, kernels::kMaxTile> tile_acts{};
+  // q8_0 activations: their f16 block scales as f32, converted once here rather than once
+  // per weight row in the kernels.
+  thread_local std::vector<float> act_scales;
+  if (act_dtype == DType::q8_0) {
+    act_scales.resize(static_cast<size_t>(n_act * blocks));
+    for (int64_t t = 0; t < n_act; ++t) {
+      const uint8_t* row = abytes + static_cast<size_t>(t) * act_row_bytes;
+      float* dst = act_scales.data() + t * blocks;
+      for (int64_t b = 0; b < blocks; ++b) {
+        dst[b] = load_f16(row + static_cast<size_t>(b) * sizeof(BlockQ8_0));
+      }
+    }
+  }
+
+  kernels::ActTile tile;
   std::array<float, kernels::kMaxTile> results{};
   for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
     const int64_t r1 = std::min(rows, r0 + chunk_rows);
     for (int64_t t0 = 0; t0 < n_act; t0 += kernels::kMaxTile) {
       const int nt = static_cast<int>(std::min<int64_t>(kernels::kMaxTile, n_act - t0));
       for (int t = 0; t < nt; ++t) {
-        tile_acts[static_cast<size_t>(t)] = abytes + static_cast<size_t>(t0 + t) * act_row_bytes;
+        const auto i = static_cast<size_t>(t);
+        tile.rows[i] = abytes + static_cast<size_t>(t0 + t) * act_row_bytes;
+        tile.scales[i] = act_dtype == DType::q8_0 ? act_scales.data() + (t0 + t) * blocks : nullptr;
       }
       const kernels::RowDotFn fn = tiles[static_cast<size_t>(nt - 1)];
       for (int64_t r = r0; r < r1; ++r) {
-        fn(wbytes + static_cast<size_t>(r) * row_bytes, tile_acts.data(), blocks, results.data());
+        fn(wbytes + static_cast<size_t>(r) * row_bytes, tile, blocks, results.data());
         float* dst = out + r * out_stride + t0;
         for (int t = 0; t < nt; ++t) dst[t] = results[static_cast<size_t>(t)];
       }

@@ -50,14 +50,28 @@ QZ_INLINE __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
 QZ_INLINE __m512i broadcast256(const uint8_t* p) { return _mm512_broadcast_i64x4(load256(p)); }
 
-QZ_INLINE __m512 halves(float low, float high) {
-  return _mm512_insertf32x8(_mm512_set1_ps(low), _mm256_set1_ps(high), 1);
+// The f16 scales of two weight blocks `stride` bytes apart, as f32 in lanes 0 and 1.
+QZ_INLINE __m128 weight_scale_pair(const uint8_t* wb, size_t stride) {
+  uint16_t h0;
+  uint16_t h1;
+  std::memcpy(&h0, wb, 2);
+  std::memcpy(&h1, wb + stride, 2);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | (h1 << 16))));
+}
+
+// [dw0*da0 x8 | dw1*da1 x8]: the weight scale pair times two consecutive precomputed
+// activation scales, spread over the 16 i32 lanes of the two blocks' products.
+QZ_INLINE __m512 pair_scales(__m128 dw, const float* da) {
+  const __m128 a = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(da)));
+  const long long ones = 0x0000000100000001ll;  // i32 lanes 8-15 take element 1
+  return _mm512_permutexvar_ps(_mm512_set_epi64(ones, ones, ones, ones, 0, 0, 0, 0),
+                               _mm512_zextps128_ps512(_mm_mul_ps(dw, a)));
 }
 
 struct Q8_0Z {
   template <int Nt>
   struct Tile {
-    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const uint8_t* const* acts,
+    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts,
                                             int64_t blocks, float* out) {
       __m512 acc[Nt];
       __m256 tail[Nt];
@@ -74,22 +88,21 @@ struct Q8_0Z {
             _mm512_inserti64x4(_mm512_castsi256_si512(load256(wb + 2)), load256(wb + 36), 1);
         // sum(w a) = sum(|w| * (w < 0 ? -a : a)); |-128| reads as 128 unsigned.
         const __mmask64 negative = _mm512_movepi8_mask(q);
+        const __m128 dw = weight_scale_pair(wb, 34);
         const __m512i magnitude = _mm512_abs_epi8(q);
-        const float d0 = f16(wb);
-        const float d1 = f16(wb + 34);
         for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts[t] + at;
+          const uint8_t* ab = acts.rows[t] + at;
           const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(load256(ab + 2)),
                                                load256(ab + 2 + kActQ8_0), 1);
           const __m512i signed_a = _mm512_mask_sub_epi8(a, negative, _mm512_setzero_si512(), a);
           const __m512i prod = _mm512_dpbusd_epi32(_mm512_setzero_si512(), magnitude, signed_a);
-          const __m512 scale = halves(d0 * f16(ab), d1 * f16(ab + kActQ8_0));
+          const __m512 scale = pair_scales(dw, acts.scales[t] + b);
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), scale, acc[t]);
         }
       }
       if (b < blocks) {
         const auto at = static_cast<size_t>(b);
-        legacy_block<WQ8_0, Nt>(w + at * 34, acts, at * kActQ8_0, tail);
+        legacy_block<WQ8_0, Nt>(w + at * 34, acts, at, tail);
       }
       for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]) + hsum(tail[t]);
     }
@@ -99,7 +112,7 @@ struct Q8_0Z {
 struct Q4_0Z {
   template <int Nt>
   struct Tile {
-    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const uint8_t* const* acts,
+    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts,
                                             int64_t blocks, float* out) {
       __m512 acc[Nt];
       __m256 tail[Nt];
@@ -122,23 +135,22 @@ struct Q4_0Z {
             _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(load128(wb + 2))),
                                _mm256_broadcastsi128_si256(load128(wb + 20)), 1);
         const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, counts), low_mask);
-        const float d0 = f16(wb);
-        const float d1 = f16(wb + 18);
+        const __m128 dw = weight_scale_pair(wb, 18);
         for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts[t] + at;
+          const uint8_t* ab = acts.rows[t] + at;
           const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(load256(ab + 2)),
                                                load256(ab + 2 + kActQ8_0), 1);
           // sum((q - 8) a) = sum(q a) - sum(8 a)
           const __m512i prod =
               _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a),
                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, a));
-          const __m512 scale = halves(d0 * f16(ab), d1 * f16(ab + kActQ8_0));
+          const __m512 scale = pair_scales(dw, acts.scales[t] + b);
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), scale, acc[t]);
         }
       }
       if (b < blocks) {
         const auto at = static_cast<size_t>(b);
-        legacy_block<WQ4_0, Nt>(w + at * 18, acts, at * kActQ8_0, tail);
+        legacy_block<WQ4_0, Nt>(w + at * 18, acts, at, tail);
       }
       for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]) + hsum(tail[t]);
     }
@@ -148,7 +160,7 @@ struct Q4_0Z {
 struct Q4KZ {
   template <int Nt>
   struct Tile {
-    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const uint8_t* const* acts,
+    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts,
                                             int64_t blocks, float* out) {
       __m512 acc[Nt];
       __m256 acc_min[Nt];
@@ -177,14 +189,14 @@ struct Q4KZ {
               low_mask);
           const __m512i s = _mm512_permutexvar_epi16(half_index(2 * p), sc16);
           for (int t = 0; t < Nt; ++t) {
-            const __m512i a = load512(acts[t] + at + kActQ8KQs + 64 * static_cast<size_t>(p));
+            const __m512i a = load512(acts.rows[t] + at + kActQ8KQs + 64 * static_cast<size_t>(p));
             __m512i& sum = (p % 2 == 0) ? sum_a[t] : sum_b[t];
             sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q, a), s);
           }
         }
         const __m256i mins = mins_per_bsum(sm);
         for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts[t] + at;
+          const uint8_t* ab = acts.rows[t] + at;
           const float da = f32_at(ab);
           const __m256i msum = _mm256_madd_epi16(load256(ab + kActQ8KBsums), mins);
           acc[t] =
@@ -202,7 +214,7 @@ struct Q4KZ {
 struct Q6KZ {
   template <int Nt>
   struct Tile {
-    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const uint8_t* const* acts,
+    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts,
                                             int64_t blocks, float* out) {
       __m512 acc[Nt];
       for (int t = 0; t < Nt; ++t) acc[t] = _mm512_setzero_ps();
@@ -234,14 +246,14 @@ struct Q6KZ {
           const __m512i s0 = _mm512_permutexvar_epi16(quarter_index(8 * half), scales_z);
           const __m512i s1 = _mm512_permutexvar_epi16(quarter_index(8 * half + 4), scales_z);
           for (int t = 0; t < Nt; ++t) {
-            const uint8_t* qa = acts[t] + at + kActQ8KQs + 128 * static_cast<size_t>(half);
+            const uint8_t* qa = acts.rows[t] + at + kActQ8KQs + 128 * static_cast<size_t>(half);
             sum_a[t] = _mm512_dpwssd_epi32(sum_a[t], _mm512_maddubs_epi16(q0, load512(qa)), s0);
             sum_b[t] =
                 _mm512_dpwssd_epi32(sum_b[t], _mm512_maddubs_epi16(q1, load512(qa + 64)), s1);
           }
         }
         for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts[t] + at;
+          const uint8_t* ab = acts.rows[t] + at;
           // levels are biased by 32: subtract 32 * sum_g(sc_g * bsum_g)
           const __m256i bias =
               _mm256_slli_epi32(_mm256_madd_epi16(scales, load256(ab + kActQ8KBsums)), 5);

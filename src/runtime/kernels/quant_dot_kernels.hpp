@@ -12,10 +12,18 @@ namespace loom::quant::kernels {
 // Activations processed together against one weight row (the prefill tile).
 inline constexpr int kMaxTile = 4;
 
-// out[t] = dot(weight row w, activation row acts[t]) for t < nt, over `blocks` weight
-// blocks (and as many activation blocks: q8_0 blocks for the 32-element types, q8_k
+// The activations of one tile: row t starts at rows[t]. For q8_0 activations, scales[t]
+// holds the f32 value of each block's f16 scale (converted once per dot_rows call, not
+// once per weight row); for q8_k it is null (the block's scale is already f32).
+struct ActTile {
+  std::array<const uint8_t*, kMaxTile> rows{};
+  std::array<const float*, kMaxTile> scales{};
+};
+
+// out[t] = dot(weight row w, activation row t of the tile) for t < nt, over `blocks`
+// weight blocks (and as many activation blocks: q8_0 blocks for the 32-element types, q8_k
 // super-blocks for the k-quants). One function per tile width nt = 1..kMaxTile.
-using RowDotFn = void (*)(const uint8_t* w, const uint8_t* const* acts, int64_t blocks, float* out);
+using RowDotFn = void (*)(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out);
 // Quantizes n (a whole number of blocks) f32 values into activation blocks.
 using QuantizeActFn = void (*)(const float* x, uint8_t* dst, int64_t n);
 

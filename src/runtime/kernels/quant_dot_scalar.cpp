@@ -201,12 +201,12 @@ template <float (*BlockDot)(const uint8_t*, const uint8_t*), size_t kWeightBytes
 struct RowDot {
   template <int Nt>
   struct Tile {
-    static void run(const uint8_t* w, const uint8_t* const* acts, int64_t blocks, float* out) {
+    static void run(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out) {
       for (int t = 0; t < Nt; ++t) {
         float acc = 0.0f;
         for (int64_t b = 0; b < blocks; ++b) {
           acc += BlockDot(w + static_cast<size_t>(b) * kWeightBytes,
-                          acts[t] + static_cast<size_t>(b) * kActBytes);
+                          acts.rows[t] + static_cast<size_t>(b) * kActBytes);
         }
         out[t] = acc;
       }

@@ -161,17 +161,18 @@ struct WQ5_1 {
   QD_INLINE static float min(const uint8_t* b) { return f16(b + 2); }
 };
 
-// Accumulates one weight block into acc[t] for every activation of the tile.
+// Accumulates weight block b into acc[t] for every activation of the tile.
 template <class W, int Nt>
-QD_INLINE void legacy_block(const uint8_t* wb, const uint8_t* const* acts, size_t at, __m256* acc) {
+QD_INLINE void legacy_block(const uint8_t* wb, const ActTile& acts, size_t b, __m256* acc) {
+  const size_t at = b * kActQ8_0;
   const __m256i q = W::values(wb);
   const float dw = f16(wb);
   if constexpr (W::kHasMin) {
     const float m = W::min(wb);
     for (int t = 0; t < Nt; ++t) {
-      const uint8_t* ab = acts[t] + at;
+      const uint8_t* ab = acts.rows[t] + at;
       const __m256i a = load256(ab + 2);
-      const float da = f16(ab);
+      const float da = acts.scales[t][b];
       const __m256i prod = dot_u8s8(_mm256_setzero_si256(), q, a);
       const __m256i asum = dot_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(1), a);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(dw * da), acc[t]);
@@ -180,10 +181,10 @@ QD_INLINE void legacy_block(const uint8_t* wb, const uint8_t* const* acts, size_
   } else {
     const __m256i magnitude = _mm256_sign_epi8(q, q);
     for (int t = 0; t < Nt; ++t) {
-      const uint8_t* ab = acts[t] + at;
+      const uint8_t* ab = acts.rows[t] + at;
       const __m256i a = _mm256_sign_epi8(load256(ab + 2), q);
       const __m256i prod = dot_u8s8(_mm256_setzero_si256(), magnitude, a);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(dw * f16(ab)), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(dw * acts.scales[t][b]), acc[t]);
     }
   }
 }
@@ -192,7 +193,7 @@ template <class W>
 struct Legacy {
   template <int Nt>
   struct Tile {
-    QD_TARGET static void run(const uint8_t* w, const uint8_t* const* acts, int64_t blocks,
+    QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                               float* out) {
       // Two accumulator sets (even / odd blocks) hide the f32 FMA latency when the tile
       // is narrow; wide tiles already have Nt independent chains.
@@ -203,12 +204,12 @@ struct Legacy {
       for (; b + 1 < blocks; b += 2) {
         const auto at = static_cast<size_t>(b);
         prefetch_ahead(w + at * W::kBytes, 2 * W::kBytes);
-        legacy_block<W, Nt>(w + at * W::kBytes, acts, at * kActQ8_0, even);
-        legacy_block<W, Nt>(w + (at + 1) * W::kBytes, acts, (at + 1) * kActQ8_0, odd);
+        legacy_block<W, Nt>(w + at * W::kBytes, acts, at, even);
+        legacy_block<W, Nt>(w + (at + 1) * W::kBytes, acts, at + 1, odd);
       }
       if (b < blocks) {
         const auto at = static_cast<size_t>(b);
-        legacy_block<W, Nt>(w + at * W::kBytes, acts, at * kActQ8_0, even);
+        legacy_block<W, Nt>(w + at * W::kBytes, acts, at, even);
       }
       for (int t = 0; t < Nt; ++t) out[t] = hsum(_mm256_add_ps(even[t], odd[t]));
     }
@@ -256,7 +257,7 @@ struct KWithMin {
 
   template <int Nt>
   struct Tile {
-    QD_TARGET static void run(const uint8_t* w, const uint8_t* const* acts, int64_t blocks,
+    QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                               float* out) {
       __m256 acc[Nt];
       for (int t = 0; t < Nt; ++t) acc[t] = _mm256_setzero_ps();
@@ -290,14 +291,14 @@ struct KWithMin {
           const __m256i s_lo = _mm256_set1_epi16(static_cast<short>(scale_byte(sm, 2 * p)));
           const __m256i s_hi = _mm256_set1_epi16(static_cast<short>(scale_byte(sm, 2 * p + 1)));
           for (int t = 0; t < Nt; ++t) {
-            const uint8_t* qa = acts[t] + at + kActQ8KQs + 64 * static_cast<size_t>(p);
+            const uint8_t* qa = acts.rows[t] + at + kActQ8KQs + 64 * static_cast<size_t>(p);
             sum_lo[t] = dot_i16(sum_lo[t], _mm256_maddubs_epi16(lo, load256(qa)), s_lo);
             sum_hi[t] = dot_i16(sum_hi[t], _mm256_maddubs_epi16(hi, load256(qa + 32)), s_hi);
           }
         }
         const __m256i mins = mins_per_bsum(sm);
         for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts[t] + at;
+          const uint8_t* ab = acts.rows[t] + at;
           const float da = f32_at(ab);
           const __m256i msum = _mm256_madd_epi16(load256(ab + kActQ8KBsums), mins);
           const __m256i sum = _mm256_add_epi32(sum_lo[t], sum_hi[t]);
@@ -316,7 +317,7 @@ struct KWithMin {
 struct Q6K {
   template <int Nt>
   struct Tile {
-    QD_TARGET static void run(const uint8_t* w, const uint8_t* const* acts, int64_t blocks,
+    QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                               float* out) {
       __m256 acc[Nt];
       for (int t = 0; t < Nt; ++t) acc[t] = _mm256_setzero_ps();
@@ -348,7 +349,7 @@ struct Q6K {
           for (int k = 0; k < 4; ++k) {
             const __m256i s = group_pair_scales(scales, 4 * half + k);
             for (int t = 0; t < Nt; ++t) {
-              const uint8_t* qa = acts[t] + at + kActQ8KQs + 128 * static_cast<size_t>(half) +
+              const uint8_t* qa = acts.rows[t] + at + kActQ8KQs + 128 * static_cast<size_t>(half) +
                                   32 * static_cast<size_t>(k);
               __m256i& sum = (k % 2 == 0) ? sum_a[t] : sum_b[t];
               sum = dot_i16(sum, _mm256_maddubs_epi16(q[k], load256(qa)), s);
@@ -356,7 +357,7 @@ struct Q6K {
           }
         }
         for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts[t] + at;
+          const uint8_t* ab = acts.rows[t] + at;
           const __m256i bias = _mm256_madd_epi16(scales, load256(ab + kActQ8KBsums));
           const __m256i sum =
               _mm256_sub_epi32(_mm256_add_epi32(sum_a[t], sum_b[t]), _mm256_slli_epi32(bias, 5));
@@ -373,7 +374,7 @@ struct Q6K {
 struct Q2K {
   template <int Nt>
   struct Tile {
-    QD_TARGET static void run(const uint8_t* w, const uint8_t* const* acts, int64_t blocks,
+    QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                               float* out) {
       __m256 acc[Nt];
       for (int t = 0; t < Nt; ++t) acc[t] = _mm256_setzero_ps();
@@ -399,7 +400,7 @@ struct Q2K {
                 _mm256_and_si256(_mm256_srl_epi16(raw, _mm_cvtsi32_si128(2 * j)), three);
             const __m256i s = group_pair_scales(scales, 4 * chunk + j);
             for (int t = 0; t < Nt; ++t) {
-              const uint8_t* qa = acts[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) +
+              const uint8_t* qa = acts.rows[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) +
                                   32 * static_cast<size_t>(j);
               __m256i& sum = (j % 2 == 0) ? sum_a[t] : sum_b[t];
               sum = dot_i16(sum, _mm256_maddubs_epi16(q, load256(qa)), s);
@@ -407,7 +408,7 @@ struct Q2K {
           }
         }
         for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts[t] + at;
+          const uint8_t* ab = acts.rows[t] + at;
           const float da = f32_at(ab);
           const __m256i msum = _mm256_madd_epi16(mins, load256(ab + kActQ8KBsums));
           const __m256i sum = _mm256_add_epi32(sum_a[t], sum_b[t]);
@@ -439,7 +440,7 @@ struct Q3K {
 
   template <int Nt>
   struct Tile {
-    QD_TARGET static void run(const uint8_t* w, const uint8_t* const* acts, int64_t blocks,
+    QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                               float* out) {
       __m256 acc[Nt];
       for (int t = 0; t < Nt; ++t) acc[t] = _mm256_setzero_ps();
@@ -465,7 +466,7 @@ struct Q3K {
             const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
             const __m256i s = group_pair_scales(scales, 4 * chunk + j);
             for (int t = 0; t < Nt; ++t) {
-              const uint8_t* qa = acts[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) +
+              const uint8_t* qa = acts.rows[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) +
                                   32 * static_cast<size_t>(j);
               __m256i& sum = (j % 2 == 0) ? sum_a[t] : sum_b[t];
               sum = dot_i16(sum, _mm256_maddubs_epi16(q, load256(qa)), s);
@@ -473,7 +474,7 @@ struct Q3K {
           }
         }
         for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts[t] + at;
+          const uint8_t* ab = acts.rows[t] + at;
           const __m256i bias = _mm256_madd_epi16(scales, load256(ab + kActQ8KBsums));
           const __m256i sum =
               _mm256_sub_epi32(_mm256_add_epi32(sum_a[t], sum_b[t]), _mm256_slli_epi32(bias, 2));
