@@ -1,26 +1,116 @@
 #include "tensor/quant/quant.hpp"
 
+#include <array>
+#include <cmath>
 #include <string>
+#include <vector>
 
+#include "loom/convert.hpp"
 #include "loom/error.hpp"
+#include "tensor/quant/quant_formats.hpp"
 
 namespace loom::quant {
 
-// Block-quantized formats arrive with the quantization work; until then no quantized
-// dtype converts or multiplies, and callers report Error(unsupported).
-bool can_dequantize(DType) noexcept { return false; }
-bool dequantize(DType, const void*, float*, size_t) { return false; }
+namespace {
 
-bool has_kernels(DType) noexcept { return false; }
+struct Codec {
+  DType dtype;
+  codec::DequantizeFn dequantize;
+  codec::QuantizeFn quantize;
+};
 
-DType activation_dtype(DType weight) {
-  throw Error(ErrorCode::unsupported,
-              "no kernels for quantized dtype " + std::string(dtype_name(weight)));
+// One row per quantized dtype; every one can be read and written.
+constexpr std::array<Codec, 12> kCodecs{{
+    {DType::q8_0, codec::dequantize_q8_0, codec::quantize_q8_0},
+    {DType::q4_0, codec::dequantize_q4_0, codec::quantize_q4_0},
+    {DType::q4_1, codec::dequantize_q4_1, codec::quantize_q4_1},
+    {DType::q5_0, codec::dequantize_q5_0, codec::quantize_q5_0},
+    {DType::q5_1, codec::dequantize_q5_1, codec::quantize_q5_1},
+    {DType::q2_k, codec::dequantize_q2_k, codec::quantize_q2_k},
+    {DType::q3_k, codec::dequantize_q3_k, codec::quantize_q3_k},
+    {DType::q4_k, codec::dequantize_q4_k, codec::quantize_q4_k},
+    {DType::q5_k, codec::dequantize_q5_k, codec::quantize_q5_k},
+    {DType::q6_k, codec::dequantize_q6_k, codec::quantize_q6_k},
+    {DType::q8_k, codec::dequantize_q8_k, codec::quantize_q8_k},
+    {DType::q8_1, codec::dequantize_q8_1, codec::quantize_q8_1},
+}};
+
+const Codec* find_codec(DType dtype) noexcept {
+  for (const auto& c : kCodecs) {
+    if (c.dtype == dtype) return &c;
+  }
+  return nullptr;
 }
-void quantize_activations(DType act, const float*, void*, int64_t) { activation_dtype(act); }
-void dot_rows(DType weight, const void*, size_t, int64_t, int64_t, const void*, size_t, int64_t,
-              float*, int64_t) {
-  activation_dtype(weight);
+
+size_t whole_blocks(DType dtype, size_t n) {
+  const auto block = static_cast<size_t>(dtype_traits(dtype).block_elems);
+  if (n % block != 0) {
+    throw Error(ErrorCode::invalid_argument,
+                std::to_string(n) + " elements are not a whole number of " +
+                    std::string(dtype_name(dtype)) + " blocks of " + std::to_string(block));
+  }
+  return n / block;
+}
+
+void require_finite(const float* src, size_t n, DType to) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(src[i])) {
+      throw Error(ErrorCode::numeric, "cannot quantize a non-finite value (element " +
+                                          std::to_string(i) + ") to " +
+                                          std::string(dtype_name(to)));
+    }
+  }
+}
+
+}  // namespace
+
+bool can_dequantize(DType dtype) noexcept { return find_codec(dtype) != nullptr; }
+
+bool dequantize(DType dtype, const void* src, float* dst, size_t n) {
+  const Codec* c = find_codec(dtype);
+  if (c == nullptr) return false;
+  c->dequantize(static_cast<const uint8_t*>(src), dst, whole_blocks(dtype, n));
+  return true;
+}
+
+bool can_quantize(DType dtype) noexcept {
+  const Codec* c = find_codec(dtype);
+  return c != nullptr && c->quantize != nullptr;
+}
+
+void quantize(DType dtype, const float* src, void* dst, size_t n) {
+  const Codec* c = find_codec(dtype);
+  if (c == nullptr || c->quantize == nullptr) {
+    throw Error(ErrorCode::unsupported, "no quantizer writes " + std::string(dtype_name(dtype)));
+  }
+  const size_t blocks = whole_blocks(dtype, n);
+  require_finite(src, n, dtype);
+  c->quantize(src, static_cast<uint8_t*>(dst), blocks);
+}
+
+void quantize_from(DType from, const void* src, DType to, void* dst, size_t n) {
+  if (from == DType::f32) return quantize(to, static_cast<const float*>(src), dst, n);
+  if (!can_quantize(to)) {
+    throw Error(ErrorCode::unsupported, "no quantizer writes " + std::string(dtype_name(to)));
+  }
+  if (!can_convert(from, DType::f32) || is_quantized(from)) {
+    throw Error(ErrorCode::unsupported, "cannot quantize from " + std::string(dtype_name(from)));
+  }
+  whole_blocks(to, n);
+  // Chunks of whole blocks of `to` (every block size divides 4096).
+  constexpr size_t kChunk = 4096;
+  std::vector<float> buffer(kChunk);
+  const auto in_size = static_cast<size_t>(dtype_size(from));
+  const auto& traits = dtype_traits(to);
+  const auto block = static_cast<size_t>(traits.block_elems);
+  for (size_t done = 0; done < n; done += kChunk) {
+    const size_t count = std::min(kChunk, n - done);
+    convert(from, static_cast<const uint8_t*>(src) + done * in_size, DType::f32, buffer.data(),
+            count);
+    quantize(to, buffer.data(),
+             static_cast<uint8_t*>(dst) + done / block * static_cast<size_t>(traits.block_bytes),
+             count);
+  }
 }
 
 }  // namespace loom::quant

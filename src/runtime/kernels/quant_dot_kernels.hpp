@@ -1,0 +1,63 @@
+// Internal: the per-family tables of quantized dot-product kernels behind quant_dot.hpp.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "loom/dtype.hpp"
+
+namespace loom::quant::kernels {
+
+// Activations processed together against one weight row (the prefill tile).
+inline constexpr int kMaxTile = 4;
+
+// The activations of one tile: row t starts at rows[t]. For q8_0 activations, scales[t]
+// holds the f32 value of each block's f16 scale (converted once per dot_rows call, not
+// once per weight row); for q8_k it is null (the block's scale is already f32).
+struct ActTile {
+  std::array<const uint8_t*, kMaxTile> rows{};
+  std::array<const float*, kMaxTile> scales{};
+};
+
+// out[t] = dot(weight row w, activation row t of the tile) for t < nt, over `blocks`
+// weight blocks (and as many activation blocks: q8_0 blocks for the 32-element types, q8_k
+// super-blocks for the k-quants). One function per tile width nt = 1..kMaxTile.
+using RowDotFn = void (*)(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out);
+// Quantizes n (a whole number of blocks) f32 values into activation blocks.
+using QuantizeActFn = void (*)(const float* x, uint8_t* dst, int64_t n);
+
+inline constexpr size_t kDTypeCount = static_cast<size_t>(DType::q8_1) + 1;
+
+struct KernelSet {
+  // Indexed by weight DType; a null row has no kernel in this family.
+  std::array<std::array<RowDotFn, kMaxTile>, kDTypeCount> dot{};
+  QuantizeActFn quantize_q8_0 = nullptr;
+  QuantizeActFn quantize_q8_k = nullptr;
+};
+
+const KernelSet& scalar_kernels() noexcept;
+const KernelSet& avx2_kernels() noexcept;
+const KernelSet& avx512_vnni_kernels() noexcept;
+
+// Fills `set.dot[dtype]` with Kernel<Nt> for Nt = 1..kMaxTile.
+template <template <int> class Kernel>
+constexpr void register_tiles(KernelSet& set, DType dtype) {
+  auto& row = set.dot[static_cast<size_t>(dtype)];
+  row[0] = &Kernel<1>::run;
+  row[1] = &Kernel<2>::run;
+  row[2] = &Kernel<3>::run;
+  row[3] = &Kernel<4>::run;
+}
+
+// Scalar activation quantizers (the reference the SIMD ones match bit for bit), and the
+// shared pieces SIMD versions reuse.
+void quantize_act_q8_0_scalar(const float* x, uint8_t* dst, int64_t n);
+void quantize_act_q8_k_scalar(const float* x, uint8_t* dst, int64_t n);
+// Writes the NaN-scale, zero-quant block used for a block with non-finite inputs.
+void write_poisoned_q8_0(uint8_t* block);
+void write_poisoned_q8_k(uint8_t* block);
+// Fills a q8_k block's bsums from its quants.
+void fill_q8_k_bsums(uint8_t* block);
+
+}  // namespace loom::quant::kernels
