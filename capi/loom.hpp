@@ -37,6 +37,8 @@ class error : public std::runtime_error {
   loom_status status_;
 };
 
+// Takes ownership of `raw`. (Call the C function first and pass its error afterwards:
+// evaluating both in one argument list would read `err` before the call fills it.)
 inline void check(loom_status status, loom_error* raw) {
   error_ptr err(raw);
   if (status != LOOM_OK) {
@@ -47,28 +49,32 @@ inline void check(loom_status status, loom_error* raw) {
 inline model_ptr load_model(const char* path, const loom_load_params* params = nullptr) {
   loom_model* m = nullptr;
   loom_error* err = nullptr;
-  check(loom_model_load(path, params, &m, &err), err);
+  const loom_status status = loom_model_load(path, params, &m, &err);
+  check(status, err);
   return model_ptr(m);
 }
 
 inline tokenizer_ptr model_tokenizer(const loom_model* model) {
   loom_tokenizer* t = nullptr;
   loom_error* err = nullptr;
-  check(loom_model_tokenizer(model, &t, &err), err);
+  const loom_status status = loom_model_tokenizer(model, &t, &err);
+  check(status, err);
   return tokenizer_ptr(t);
 }
 
 inline session_ptr make_session(const loom_model* model, const loom_session_params* params = nullptr) {
   loom_session* s = nullptr;
   loom_error* err = nullptr;
-  check(loom_session_create(model, params, &s, &err), err);
+  const loom_status status = loom_session_create(model, params, &s, &err);
+  check(status, err);
   return session_ptr(s);
 }
 
 inline sampler_ptr make_sampler(const loom_sampler_params* params = nullptr) {
   loom_sampler* s = nullptr;
   loom_error* err = nullptr;
-  check(loom_sampler_create(params, &s, &err), err);
+  const loom_status status = loom_sampler_create(params, &s, &err);
+  check(status, err);
   return sampler_ptr(s);
 }
 

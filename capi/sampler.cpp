@@ -116,7 +116,7 @@ LOOM_API loom_status loom_sampler_add_stage(loom_sampler* sampler, const char* n
                                             void* user) {
   return guard(nullptr, [&] {
     require(sampler, "sampler");
-    require(fn, "stage function");
+    if (fn == nullptr) throw loom::Error(loom::ErrorCode::invalid_argument, "stage function is NULL");
     sampler->sampler->add_stage(std::make_unique<CStage>(name ? name : "custom", fn, user));
   });
 }

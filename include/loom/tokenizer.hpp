@@ -29,9 +29,9 @@
 #include <string_view>
 #include <vector>
 
-namespace loom {
+#include "loom/format.hpp"
 
-class Metadata;
+namespace loom {
 
 class Tokenizer {
  public:
@@ -50,9 +50,13 @@ class Tokenizer {
   static std::shared_ptr<const Tokenizer> from_gguf_metadata(const Metadata& md,
                                                              std::string_view display_name);
   // A tokenizer.json file, a model directory (tokenizer.json [+ tokenizer_config.json
-  // / chat_template.jinja], else a single *.gguf), or a .gguf file (vocab-only GGUFs
+  // / chat_template.jinja], else tokenizer.model, else a single *.gguf), or a .gguf file (vocab-only GGUFs
   // included). Throws loom::Error(io) naming the path when nothing fits.
   static std::shared_ptr<const Tokenizer> load(const std::filesystem::path& path);
+  // A model directory's SentencePiece `tokenizer.model` (BPE models), with its added
+  // tokens from added_tokens.json / tokenizer_config.json and ids padded to config.json's
+  // vocab_size, read the way llama.cpp's converter reads it.
+  static std::shared_ptr<const Tokenizer> from_sentencepiece_model(const std::filesystem::path& dir);
 
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
@@ -97,6 +101,11 @@ class Tokenizer {
   const std::string& chat_template() const noexcept;
   // The name given at construction (usually the file it came from).
   const std::string& name() const noexcept;
+  // The tokenizer.ggml.* metadata that reproduces this tokenizer in a GGUF (or a loom
+  // pack). Only tokenizers built from GGUF metadata (or SentencePiece models) have one;
+  // a tokenizer.json pipeline GGUF cannot express throws Error(unsupported).
+  bool has_gguf_metadata() const noexcept;
+  Metadata to_gguf_metadata() const;
 
   // Incremental detokenization for generation: feed ids one at a time; the concatenation
   // of every piece returned by feed() and finish() equals decode(all ids, skip_special).

@@ -223,8 +223,9 @@ Metadata gguf_metadata(const ModelConfig& c, const arch::ArchitectureSpec& spec,
       u32("rope.scaling.original_context_length", c.rope_scaling.original_max_positions);
       break;
   }
-  if (tok) {
-    for (const auto& [key, value] : tok->to_gguf_metadata().entries()) md.set(key, value);
+  if (tok && tok->has_gguf_metadata()) {
+    const Metadata tokenizer_md = tok->to_gguf_metadata();
+    for (const auto& [key, value] : tokenizer_md.entries()) md.set(key, value);
   } else {
     if (c.bos_token_id) md.set("tokenizer.ggml.bos_token_id", MetaValue::of_uint(static_cast<uint64_t>(*c.bos_token_id), T::u32));
     if (!c.eos_token_ids.empty()) {

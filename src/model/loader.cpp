@@ -301,6 +301,24 @@ std::string layout_change(const ManifestEntry& e, const TensorRecord& r) {
   return out;
 }
 
+// The model's tokenizer: GGUF metadata, or tokenizer.json (a pack may carry a
+// tokenizer.gguf) beside the weights; null when there is none.
+std::shared_ptr<const Tokenizer> tokenizer_for(const std::filesystem::path& path, const WeightSource& source,
+                                               LoadReport& report) {
+  if (source.format() == FormatKind::gguf) {
+    if (!source.metadata().contains("tokenizer.ggml.model")) return nullptr;
+    return Tokenizer::from_gguf_metadata(source.metadata(), source.root());
+  }
+  const auto dir = model_dir(path);
+  if (std::filesystem::exists(dir / "tokenizer.json") ||
+      (source.format() == FormatKind::pack && std::filesystem::exists(dir / "tokenizer.gguf"))) {
+    return Tokenizer::load(dir);
+  }
+  if (std::filesystem::exists(dir / "tokenizer.model")) return Tokenizer::from_sentencepiece_model(dir);
+  report.notes.push_back("no tokenizer beside the weights");
+  return nullptr;
+}
+
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
          std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.nbytes())) == 0;
@@ -536,8 +554,8 @@ std::shared_ptr<const Model> load_model(const std::filesystem::path& path, const
 
   std::shared_ptr<const Tokenizer> tokenizer;
   if (options.load_tokenizer) {
-    tokenizer = load_tokenizer_for_model(path, *source, log);
-    if (tokenizer) report->tokenizer = tokenizer->source_description();
+    tokenizer = tokenizer_for(path, *source, *report);
+    if (tokenizer) report->tokenizer = tokenizer->name();
   }
   if (tokenizer) {
     // End-of-generation ids the tokenizer knows (e.g. <|eot_id|>) join the config's.

@@ -203,7 +203,7 @@ Tensor pack_bytes_of(const Tensor& t, bool is_vector, const PackOptions& o, std:
     std::vector<float> values(static_cast<size_t>(t.numel()));
     convert(t.dtype(), t.raw_data(), DType::f32, values.data(), values.size());
     Tensor out = Tensor::empty(t.shape(), *q);
-    quant::quantize(*q, values.data(), out.mutable_raw_data(), t.numel());
+    quant::quantize(*q, values.data(), out.mutable_raw_data(), static_cast<size_t>(t.numel()));
     return out;
   }
   if (o.dtype && *o.dtype != t.dtype()) {
@@ -341,7 +341,7 @@ std::unique_ptr<WeightSource> open_pack(const fs::path& dir, const OpenOptions& 
   }
   Metadata md;
   bool interleaved = false;
-  (void)root["rope_interleaved"].get(interleaved);
+  if (root["rope_interleaved"].get(interleaved) != simdjson::SUCCESS) interleaved = false;
   md.set("loom.rope_interleaved", MetaValue::of_bool(interleaved));
   return std::make_unique<WeightSource>(FormatKind::pack, dir.string(), std::move(files), std::move(records),
                                         std::move(md));
@@ -526,7 +526,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
         if (fs::exists(src / name)) fs::copy_file(src / name, partial / name, fs::copy_options::overwrite_existing);
       }
       tokenizer_file = fs::exists(src / "tokenizer.json") ? "tokenizer.json" : "tokenizer.gguf";
-    } else {
+    } else if (model->tokenizer()->has_gguf_metadata()) {
       write_gguf(partial / "tokenizer.gguf", model->tokenizer()->to_gguf_metadata(), {});
       tokenizer_file = "tokenizer.gguf";
     }

@@ -141,6 +141,11 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
   const MetaReader r(md, display_name);
   auto impl = std::make_unique<Tokenizer::Impl>();
   impl->name = std::string(display_name);
+  auto kept = std::make_shared<Metadata>();
+  for (const auto& [key, value] : md.entries()) {
+    if (key.rfind("tokenizer.", 0) == 0) kept->set(key, value);
+  }
+  impl->gguf_metadata = std::move(kept);
 
   const auto model = r.opt_string("tokenizer.ggml.model");
   if (!model) r.fail("no tokenizer.ggml.model: this GGUF carries no tokenizer");

@@ -58,6 +58,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     if (fs::is_regular_file(path / "tokenizer.json", ec)) return load_json(path / "tokenizer.json");
+    if (fs::is_regular_file(path / "tokenizer.model", ec)) return from_sentencepiece_model(path);
     std::vector<fs::path> ggufs;
     for (const auto& entry : fs::directory_iterator(path, ec)) {
       if (entry.is_regular_file(ec) && entry.path().extension() == ".gguf") ggufs.push_back(entry.path());

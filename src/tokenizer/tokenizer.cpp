@@ -234,6 +234,17 @@ bool Tokenizer::add_eos() const noexcept { return !impl_->suffix_ids.empty(); }
 const std::string& Tokenizer::chat_template() const noexcept { return impl_->chat_template; }
 const std::string& Tokenizer::name() const noexcept { return impl_->name; }
 
+bool Tokenizer::has_gguf_metadata() const noexcept { return impl_->gguf_metadata != nullptr; }
+
+Metadata Tokenizer::to_gguf_metadata() const {
+  if (!impl_->gguf_metadata) {
+    throw Error(ErrorCode::unsupported,
+                "tokenizer '" + impl_->name +
+                    "' comes from a tokenizer.json pipeline that GGUF metadata cannot express");
+  }
+  return *impl_->gguf_metadata;
+}
+
 // ---- StreamDecoder ----
 
 struct Tokenizer::StreamDecoder::State {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/format.hpp"
 #include "loom/tokenizer.hpp"
 #include "tokenizer/added_tokens.hpp"
 #include "tokenizer/decoder.hpp"
@@ -54,6 +55,10 @@ struct Tokenizer::Impl {
   // SentencePiece-style vocabularies without a pre-tokenizer: encode the text word by word
   // (cut before each run of '▁'); set by finalize() only when that is exact.
   bool split_at_metaspace = false;
+
+  // The tokenizer.ggml.* keys it was built from (GGUF sources only), so it can be written
+  // back out (GGUF export, loom packs) exactly.
+  std::shared_ptr<const Metadata> gguf_metadata;
 
   std::optional<int32_t> bos, eos, unk, pad;
   std::vector<int32_t> eos_ids;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,14 @@ TEST_CASE("C API: a failed load lists every manifest problem by index") {
   REQUIRE(loom_error_problem_count(err) == 4);
   loom_problem p;
   loom_problem_init(&p);
-  REQUIRE(loom_error_problem(err, 1, &p) == LOOM_OK);
+  // Find blk.0.attn_v's problem among the four.
+  size_t index = 4;
+  for (size_t i = 0; i < 4; ++i) {
+    REQUIRE(loom_error_problem(err, i, &p) == LOOM_OK);
+    if (std::string(p.internal_name) == "blk.0.attn_v") index = i;
+  }
+  REQUIRE(index < 4);
+  REQUIRE(loom_error_problem(err, index, &p) == LOOM_OK);
   CHECK(p.kind == LOOM_PROBLEM_SHAPE_MISMATCH);
   CHECK(std::string(p.internal_name) == "blk.0.attn_v");
   CHECK(p.expected_rank == 2);
@@ -411,9 +419,9 @@ TEST_CASE("C API: custom sampler stages, NaN logits and sample errors") {
   } seen;
   REQUIRE(loom_sampler_add_stage(smp, "force-99",
                                  [](void* user, loom_candidate* c, size_t* n, const int32_t*, size_t n_history) -> int32_t {
-                                   auto* s = static_cast<Seen*>(user);
-                                   s->n = *n;
-                                   s->history = n_history;
+                                   auto* state = static_cast<Seen*>(user);
+                                   state->n = *n;
+                                   state->history = n_history;
                                    c[0].id = 99;
                                    c[0].logit = 0.0f;
                                    *n = 1;
