@@ -56,6 +56,28 @@ constexpr R kGgufCommon[] = {
     {"output.weight", {"output"}},
 };
 
+// GPT-2 in GGUF as llama.cpp writes it: q|k|v fused in attn_qkv (listed first, so the
+// exporter writes it fused too).
+constexpr R kGpt2Gguf[] = {
+    {"token_embd.weight", {"token_embd"}},
+    {"position_embd.weight", {"position_embd"}},
+    {"blk.{N}.attn_norm.weight", {"attn_norm"}},
+    {"blk.{N}.attn_norm.bias", {"attn_norm_bias"}},
+    {"blk.{N}.attn_qkv.weight", {"attn_q", "attn_k", "attn_v"}},
+    {"blk.{N}.attn_qkv.bias", {"attn_q_bias", "attn_k_bias", "attn_v_bias"}},
+    {"blk.{N}.attn_output.weight", {"attn_out"}},
+    {"blk.{N}.attn_output.bias", {"attn_out_bias"}},
+    {"blk.{N}.ffn_norm.weight", {"ffn_norm"}},
+    {"blk.{N}.ffn_norm.bias", {"ffn_norm_bias"}},
+    {"blk.{N}.ffn_up.weight", {"ffn_up"}},
+    {"blk.{N}.ffn_up.bias", {"ffn_up_bias"}},
+    {"blk.{N}.ffn_down.weight", {"ffn_down"}},
+    {"blk.{N}.ffn_down.bias", {"ffn_down_bias"}},
+    {"output_norm.weight", {"output_norm"}},
+    {"output_norm.bias", {"output_norm_bias"}},
+    {"output.weight", {"output"}},
+};
+
 // Phi-3 in GGUF keeps gate|up fused in ffn_up (256 wide for ffn 128).
 constexpr R kPhi3Gguf[] = {
     {"token_embd.weight", {"token_embd"}},
@@ -142,7 +164,7 @@ const ArchitectureSpec kArchitectures[] = {
      kLlamaIgnored},
     {"gpt2", {"GPT2LMHeadModel", "GPT2Model"}, {"gpt2"}, {"gpt2"}, N::layer_norm, F::gelu_mlp,
      P::learned, true, true, true, true, true, 4, false, false, kGpt2Keys, {"transformer."},
-     kGpt2Hf, kGgufCommon, kGpt2Ignored},
+     kGpt2Hf, kGpt2Gguf, kGpt2Ignored},
 };
 
 bool contains(std::span<const std::string_view> list, std::string_view s) {

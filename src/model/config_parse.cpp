@@ -347,7 +347,9 @@ ModelConfig from_gguf(const WeightSource& source) {
   c.head_dim = g.integer("attention.key_length").value_or(c.hidden_size / c.n_heads);
   c.rope_theta = g.number("rope.freq_base").value_or(10000.0);
   c.rope_dims = g.integer("rope.dimension_count").value_or(c.head_dim);
-  if (spec->honours_sliding_window) c.sliding_window = g.integer("attention.sliding_window").value_or(0);
+  // An explicit window in a GGUF is honoured for every family (llama.cpp's converter
+  // writes none for Mistral, so its Mistral GGUFs run with full attention, as there).
+  c.sliding_window = g.integer("attention.sliding_window").value_or(0);
 
   if (const MetaValue* type = g.find("rope.scaling.type"); type != nullptr && type->type() == MetaValue::Type::string) {
     const std::string& t = type->as_string();

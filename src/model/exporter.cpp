@@ -205,7 +205,7 @@ Metadata gguf_metadata(const ModelConfig& c, const arch::ArchitectureSpec& spec,
     u32("attention.value_length", c.head_dim);
   }
   u32("vocab_size", c.vocab_size);
-  if (c.sliding_window > 0 && spec.honours_sliding_window) u32("attention.sliding_window", c.sliding_window);
+  if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
   switch (c.rope_scaling.kind) {
     case RopeScalingKind::none: break;
     case RopeScalingKind::linear:
