@@ -1,7 +1,7 @@
 #include "tokenizer/pre_tokenizer.hpp"
 
 #include <algorithm>
-#include <tuple>
+#include <functional>
 
 #include "tokenizer/normalizer.hpp"
 #include "tokenizer/unicode.hpp"
@@ -25,9 +25,26 @@ struct Span {
 }  // namespace
 
 void split_piece(Piece&& piece, const std::vector<std::pair<size_t, size_t>>& matches,
-                 SplitBehavior behavior, bool invert, std::vector<Piece>& out) {
+                 SplitBehavior behavior, bool invert, const PieceSink& sink) {
   const size_t len = piece.text.size();
   if (len == 0) return;  // empty pieces are dropped anyway
+  if (matches.empty() && behavior != SplitBehavior::removed) {
+    sink(std::move(piece));  // nothing to cut
+    return;
+  }
+  auto emit = [&](size_t b, size_t e) {
+    if (e > b) sink(Piece{piece.text.substr(b, e - b), piece.at_start && b == 0});
+  };
+  if (behavior == SplitBehavior::isolated) {  // the common case, without building lists
+    size_t prev = 0;
+    for (const auto& [b, e] : matches) {
+      emit(prev, b);
+      emit(b, e);
+      prev = e;
+    }
+    emit(prev, len);
+    return;
+  }
   // Cover the whole piece with (range, is_match) parts, gaps included.
   std::vector<Span> parts;
   parts.reserve(matches.size() * 2 + 1);
@@ -89,14 +106,8 @@ void split_piece(Piece&& piece, const std::vector<std::pair<size_t, size_t>>& ma
       break;
     }
   }
-
-  if (splits.size() == 1 && !splits[0].flag && splits[0].begin == 0 && splits[0].end == len) {
-    out.push_back(std::move(piece));  // unchanged: no copy
-    return;
-  }
-  for (const auto& s : splits) {
-    if (s.flag || s.end <= s.begin) continue;
-    out.push_back({piece.text.substr(s.begin, s.end - s.begin), piece.at_start && s.begin == 0});
+  for (const auto& sp : splits) {
+    if (!sp.flag) emit(sp.begin, sp.end);
   }
 }
 
@@ -127,91 +138,97 @@ const Regex& whitespace_regex() {
   return re;
 }
 
-template <typename FindFn>
-void split_all(std::vector<Piece>& pieces, SplitBehavior behavior, bool invert, FindFn&& find) {
-  std::vector<Piece> next;
-  next.reserve(pieces.size() * 2);
-  Matches matches;
-  for (auto& p : pieces) {
-    matches.clear();
-    find(std::string_view(p.text), matches);
-    split_piece(std::move(p), matches, behavior, invert, next);
-  }
-  pieces.swap(next);
+void byte_level_map(Piece&& p, const PieceSink& sink) {
+  std::string mapped;
+  byte_level_encode(p.text, mapped);
+  sink(Piece{std::move(mapped), p.at_start});
 }
 
-void apply_step(const PreTokenizerStep& step, std::vector<Piece>& pieces) {
+// Applies one step to one piece, handing each resulting piece to `sink`. `m` is this
+// step's scratch list of matches (one per depth: the sink may recurse into later steps).
+void apply_step(const PreTokenizerStep& step, Piece&& piece, Matches& m, const PieceSink& sink) {
   using K = PreTokenizerStep::Kind;
+  m.clear();
+  const std::string_view t = piece.text;
   switch (step.kind) {
     case K::split_regex:
-      split_all(pieces, step.behavior, step.invert,
-                [&](std::string_view t, Matches& m) { step.regex->find_all(t, m); });
+      step.regex->find_all(t, m);
+      split_piece(std::move(piece), m, step.behavior, step.invert, sink);
       break;
     case K::split_literal:
-      split_all(pieces, step.behavior, step.invert,
-                [&](std::string_view t, Matches& m) { literal_matches(t, step.text, m); });
+      literal_matches(t, step.text, m);
+      split_piece(std::move(piece), m, step.behavior, step.invert, sink);
       break;
     case K::byte_level: {
-      if (step.add_prefix_space) {
-        for (auto& p : pieces) {
-          if (!p.text.empty() && p.text[0] != ' ') p.text.insert(0, 1, ' ');
-        }
+      if (step.add_prefix_space && !piece.text.empty() && piece.text[0] != ' ') piece.text.insert(0, 1, ' ');
+      if (!step.use_regex) {
+        byte_level_map(std::move(piece), sink);
+        break;
       }
-      if (step.use_regex) {
-        const auto re = gpt2_regex();
-        split_all(pieces, SplitBehavior::isolated, false,
-                  [&](std::string_view t, Matches& m) { re->find_all(t, m); });
-      }
-      for (auto& p : pieces) {
-        std::string mapped;
-        byte_level_encode(p.text, mapped);
-        p.text.swap(mapped);
-      }
+      gpt2_regex()->find_all(piece.text, m);
+      split_piece(std::move(piece), m, SplitBehavior::isolated, false,
+                  [&](Piece&& sub) { byte_level_map(std::move(sub), sink); });
       break;
     }
     case K::metaspace: {
-      for (auto& p : pieces) {
-        if (p.text.find(' ') != std::string::npos) p.text = replace_literal(p.text, " ", step.text);
-        const bool starts = p.text.compare(0, step.text.size(), step.text) == 0;
-        const bool prepend = step.prepend == PreTokenizerStep::Prepend::always ||
-                             (step.prepend == PreTokenizerStep::Prepend::first && p.at_start);
-        if (prepend && !starts && !p.text.empty()) p.text.insert(0, step.text);
+      if (piece.text.find(' ') != std::string::npos) piece.text = replace_literal(piece.text, " ", step.text);
+      const bool starts = piece.text.compare(0, step.text.size(), step.text) == 0;
+      const bool prepend = step.prepend == PreTokenizerStep::Prepend::always ||
+                           (step.prepend == PreTokenizerStep::Prepend::first && piece.at_start);
+      if (prepend && !starts && !piece.text.empty()) piece.text.insert(0, step.text);
+      if (!step.split) {
+        if (!piece.text.empty()) sink(std::move(piece));
+        break;
       }
-      if (step.split) {
-        split_all(pieces, SplitBehavior::merged_with_next, false,
-                  [&](std::string_view t, Matches& m) { literal_matches(t, step.text, m); });
-      }
+      literal_matches(piece.text, step.text, m);
+      split_piece(std::move(piece), m, SplitBehavior::merged_with_next, false, sink);
       break;
     }
     case K::digits:
-      split_all(pieces, step.individual ? SplitBehavior::isolated : SplitBehavior::contiguous, false,
-                [](std::string_view t, Matches& m) { char_matches(t, is_numeric, m); });
+      char_matches(t, is_numeric, m);
+      split_piece(std::move(piece), m, step.individual ? SplitBehavior::isolated : SplitBehavior::contiguous,
+                  false, sink);
       break;
     case K::punctuation:
-      split_all(pieces, step.behavior, false, [](std::string_view t, Matches& m) {
-        char_matches(t, [](uint32_t cp) { return is_ascii_punctuation(cp) || is_punctuation(cp); }, m);
-      });
+      char_matches(t, [](uint32_t cp) { return is_ascii_punctuation(cp) || is_punctuation(cp); }, m);
+      split_piece(std::move(piece), m, step.behavior, false, sink);
       break;
     case K::whitespace:
-      split_all(pieces, SplitBehavior::removed, true,
-                [](std::string_view t, Matches& m) { whitespace_regex().find_all(t, m); });
+      whitespace_regex().find_all(t, m);
+      split_piece(std::move(piece), m, SplitBehavior::removed, true, sink);
       break;
     case K::whitespace_split:
-      split_all(pieces, SplitBehavior::removed, false,
-                [](std::string_view t, Matches& m) { char_matches(t, is_whitespace, m); });
+      char_matches(t, is_whitespace, m);
+      split_piece(std::move(piece), m, SplitBehavior::removed, false, sink);
       break;
     case K::char_delimiter:
-      split_all(pieces, SplitBehavior::removed, false,
-                [&](std::string_view t, Matches& m) { literal_matches(t, step.text, m); });
+      literal_matches(t, step.text, m);
+      split_piece(std::move(piece), m, SplitBehavior::removed, false, sink);
       break;
   }
 }
 
 }  // namespace
 
+void PreTokenizer::for_each(Piece&& piece, const PieceSink& sink) const {
+  std::vector<Matches> scratch(steps_.size());
+  // Depth-first: each piece runs through the remaining steps before the next one is cut,
+  // so a long text never becomes one huge list of pieces.
+  std::function<void(Piece&&, size_t)> run = [&](Piece&& p, size_t k) {
+    if (p.text.empty()) return;
+    if (k == steps_.size()) {
+      sink(std::move(p));
+      return;
+    }
+    apply_step(steps_[k], std::move(p), scratch[k], [&](Piece&& q) { run(std::move(q), k + 1); });
+  };
+  run(std::move(piece), 0);
+}
+
 void PreTokenizer::apply(std::vector<Piece>& pieces) const {
-  for (const auto& step : steps_) apply_step(step, pieces);
-  std::erase_if(pieces, [](const Piece& p) { return p.text.empty(); });
+  std::vector<Piece> out;
+  for (auto& p : pieces) for_each(std::move(p), [&](Piece&& q) { out.push_back(std::move(q)); });
+  pieces.swap(out);
 }
 
 }  // namespace loom::tok

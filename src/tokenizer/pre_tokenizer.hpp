@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,10 +23,13 @@ struct Piece {
 
 enum class SplitBehavior : uint8_t { removed, isolated, merged_with_previous, merged_with_next, contiguous };
 
+using PieceSink = std::function<void(Piece&&)>;
+
 // Splits one piece given the [begin, end) ranges of the pattern's matches, following
-// HF's SplitDelimiterBehavior (with `invert`, the gaps are the delimiters).
+// HF's SplitDelimiterBehavior (with `invert`, the gaps are the delimiters); each
+// non-empty result goes to `sink`, in order.
 void split_piece(Piece&& piece, const std::vector<std::pair<size_t, size_t>>& matches,
-                 SplitBehavior behavior, bool invert, std::vector<Piece>& out);
+                 SplitBehavior behavior, bool invert, const PieceSink& sink);
 
 struct PreTokenizerStep {
   enum class Kind : uint8_t {
@@ -56,7 +60,9 @@ class PreTokenizer {
  public:
   void add(PreTokenizerStep step) { steps_.push_back(std::move(step)); }
   bool empty() const noexcept { return steps_.empty(); }
-  // Replaces `pieces` by the pre-tokenized pieces; empty pieces are dropped.
+  // Hands every non-empty pre-tokenized piece of `piece` to `sink`, in order.
+  void for_each(Piece&& piece, const PieceSink& sink) const;
+  // Replaces `pieces` by the pre-tokenized pieces (tests; encode streams with for_each).
   void apply(std::vector<Piece>& pieces) const;
 
  private:

@@ -87,7 +87,6 @@ void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse
       spm->encode(word, ids, sc);
     }
   };
-  std::vector<tok::Piece> pieces;
   // Long texts repeat their words: remember each short word's ids for this call (the
   // cache is per call, so concurrent encodes share nothing).
   const bool use_cache = text.size() >= kWordCacheMinText;
@@ -113,28 +112,27 @@ void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse
       cache_ids.insert(cache_ids.end(), out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
     }
   };
-  auto run_model = [&](std::string&& s, bool at_start) {
-    pieces.clear();
-    pieces.push_back({std::move(s), at_start});
-    pre_tokenizer.apply(pieces);
-    for (const auto& p : pieces) {
-      if (!split_at_metaspace) {
-        encode_word(p.text);
-        continue;
-      }
-      // Cut before every run of '▁' (exact: no token has a '▁' after another character).
-      const std::string_view t = p.text;
-      const std::string_view meta = tok::kMetaspace;
-      size_t start = 0;
-      for (size_t i = t.find(meta, 1); i != std::string_view::npos; i = t.find(meta, i + meta.size())) {
-        const bool run_continues = i >= meta.size() && t.compare(i - meta.size(), meta.size(), meta) == 0;
-        if (!run_continues && i > start) {
-          encode_word(t.substr(start, i - start));
-          start = i;
-        }
-      }
-      encode_word(t.substr(start));
+  auto encode_piece = [&](tok::Piece&& p) {
+    if (!split_at_metaspace) {
+      encode_word(p.text);
+      return;
     }
+    // Cut before every run of '▁' (exact: no token has a '▁' after another character).
+    const std::string_view t = p.text;
+    const std::string_view meta = tok::kMetaspace;
+    size_t start = 0;
+    for (size_t i = t.find(meta, 1); i != std::string_view::npos; i = t.find(meta, i + meta.size())) {
+      const bool run_continues = i >= meta.size() && t.compare(i - meta.size(), meta.size(), meta) == 0;
+      if (!run_continues && i > start) {
+        encode_word(t.substr(start, i - start));
+        start = i;
+      }
+    }
+    encode_word(t.substr(start));
+  };
+  const tok::PieceSink sink = encode_piece;
+  auto run_model = [&](std::string&& s, bool at_start) {
+    pre_tokenizer.for_each(tok::Piece{std::move(s), at_start}, sink);
   };
   std::vector<tok::AddedTokenMatcher::Segment> segs;
   raw_matcher.split(text, parse_special, segs);

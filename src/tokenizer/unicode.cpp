@@ -112,8 +112,19 @@ const ByteLevelTable& byte_level_table() noexcept {
 
 void byte_level_encode(std::string_view in, std::string& out) {
   const auto& table = byte_level_table();
-  out.reserve(out.size() + in.size() * 2);
-  for (char c : in) out += table.byte_to_utf8[static_cast<uint8_t>(c)];
+  const size_t base = out.size();
+  out.resize(base + in.size() * 2);  // every byte-level character is 1 or 2 bytes
+  char* dst = out.data() + base;
+  for (char c : in) {
+    const uint32_t cp = table.byte_to_cp[static_cast<uint8_t>(c)];
+    if (cp < 0x80) {
+      *dst++ = static_cast<char>(cp);
+    } else {
+      *dst++ = static_cast<char>(0xC0 | (cp >> 6));
+      *dst++ = static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  out.resize(static_cast<size_t>(dst - out.data()));
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/error.hpp"
 #include "loom/tokenizer.hpp"
 #include "tokenizer/tok_test_util.hpp"
 
@@ -189,4 +190,22 @@ TEST_CASE("qwen2's NFC normalizer composes decomposed input before byte-level BP
   CHECK(tok->eos_id() == 7165);
   CHECK(tok->is_eos(7167));  // <|im_end|>
   CHECK(tok->encode("<|im_start|>user", false, true).front() == 7166);
+}
+
+TEST_CASE("load() finds a model directory's tokenizer: tokenizer.json first, else its GGUF") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  // hf/ has tokenizer.json; mistral-tiny/ has only SentencePiece's tokenizer.model in hf/,
+  // so its directory resolves to the GGUF beside it.
+  auto qwen = Tokenizer::load(ref / "models" / "qwen2-tiny" / "hf");
+  CHECK(qwen->name().find("tokenizer.json") != std::string::npos);
+  CHECK(qwen->chat_template().empty());
+  auto mistral = Tokenizer::load(ref / "models" / "mistral-tiny");
+  CHECK(mistral->name().find("mistral-tiny-f32.gguf") != std::string::npos);
+  CHECK(mistral->vocab_size() == 4096);
+  CHECK(mistral->encode("The capital", true) == std::vector<int32_t>{1, 450, 2117, 2410});
+  CHECK_THROWS_AS(Tokenizer::load(ref / "models" / "mistral-tiny" / "hf"), loom::Error);
+  auto phi3 = Tokenizer::load(ref / "models" / "phi3-tiny" / "phi3-tiny-f32.gguf");
+  CHECK(phi3->eos_id() == 4096);
+  CHECK(phi3->is_eos(4103));  // <|end|>
+  CHECK(phi3->chat_template().empty());  // this converted GGUF carries none
 }
