@@ -67,7 +67,7 @@ TEST_CASE("C API: versions and status names are stable") {
   CHECK(LOOM_ERR_BUFFER_TOO_SMALL == static_cast<int>(loom::ErrorCode::buffer_too_small));
 }
 
-TEST_CASE("C API: load errors carry status, message and context; NULLs are refused") {
+TEST_CASE("C API: load errors carry status, message and context, NULLs are refused") {
   loom_model* m = reinterpret_cast<loom_model*>(0x1);
   loom_error* err = nullptr;
   CHECK(loom_model_load(nullptr, nullptr, &m, &err) == LOOM_ERR_INVALID_ARGUMENT);

@@ -92,7 +92,7 @@ TEST_CASE("the same tiny llama loads identically from every format") {
   }
 }
 
-TEST_CASE("zero-copy loads point into the mapping; stream mode copies the same bytes") {
+TEST_CASE("zero-copy loads point into the mapping, stream mode copies the same bytes") {
   Fixture f;
   loom::export_model(f.config, f.weights, f.dir / "m", ExportFormat::safetensors);
   auto mapped = loom::load_model(f.dir / "m", quiet());
@@ -236,7 +236,7 @@ TEST_CASE("conversions to f16 and bf16 and back, with clamp counts in the report
   }
 }
 
-TEST_CASE("cancelling from the progress callback frees everything; progress reaches 1.0") {
+TEST_CASE("cancelling from the progress callback frees everything, progress reaches 1.0") {
   Fixture f;
   loom::export_model(f.config, f.weights, f.dir / "m", ExportFormat::safetensors);
   const int64_t before = loom::Storage::owned_bytes_live();
