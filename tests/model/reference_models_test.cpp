@@ -189,3 +189,11 @@ TEST_CASE("reference: model tokenizers reproduce the ids llama.cpp fed each mode
     CHECK(model->tokenizer()->encode(c.text, true, false) == want);
   }
 }
+
+TEST_CASE("reference: small-quant quantized by llama.cpp (q8_0, q4_0, q4_k, q6_k) reproduces its logits") {
+  // llama.cpp quantizes activations to 8 bits for these products, as loom's kernels do.
+  run_cases({{"small-quant", "small-quant-q8_0.gguf", "story", "story.q8_0.logits.txt", 1e-2},
+             {"small-quant", "small-quant-q4_0.gguf", "story", "story.q4_0.logits.txt", 1e-2},
+             {"small-quant", "small-quant-q4_k.gguf", "story", "story.q4_k.logits.txt", 1e-2},
+             {"small-quant", "small-quant-q6_k.gguf", "story", "story.q6_k.logits.txt", 1e-2}});
+}
