@@ -474,7 +474,13 @@ std::shared_ptr<const Model> load_model(const std::filesystem::path& path, const
         const int64_t n = std::min(rows_per_chunk, first + rows - row);
         const auto bytes = static_cast<size_t>(n * job->stored_row_bytes);
         std::byte* buffer = pipeline.acquire(bytes);
-        source->read(r, static_cast<uint64_t>(row * job->stored_row_bytes), std::span<std::byte>(buffer, bytes));
+        const auto offset = static_cast<uint64_t>(row * job->stored_row_bytes);
+        source->read(r, offset, std::span<std::byte>(buffer, bytes));
+        // The bytes are staged now: let go of the mapped pages, so that converting a model
+        // never holds the source and the converted copy in memory at once (the pages stay
+        // in the page cache; a later access simply faults them back in).
+        const SourceFile& file = source->file_of(r);
+        if (file.file->is_mapped()) file.file->advise(r.offset + offset, bytes, AccessHint::dont_need);
         pipeline.push(Chunk{job.get(), row, n, buffer});
         submitted += bytes;
         report_progress(e.internal_name);
