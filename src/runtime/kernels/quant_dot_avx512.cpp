@@ -157,6 +157,96 @@ struct Q4_0Z {
   };
 };
 
+// q4_0 four blocks (128 elements) per step. The nibbles of four blocks fill one zmm
+// (16 quant bytes each); its low nibbles are elements 0-15 of each block and its high
+// nibbles elements 16-31, so the activations are rearranged once per dot_rows call to
+// match (prepare_q4_0_x4), and the -8 offset becomes an integer bias the products start
+// from: per group of 4 blocks, 64 bytes of low-half quants, 64 of high-half quants, and
+// 16 i32 lanes holding -8 * sum(a) of block i in lane 4i (other lanes zero).
+constexpr size_t kQ4Group = 192;
+
+size_t prepared_q4_0_x4_bytes(int64_t blocks) { return static_cast<size_t>(blocks / 4) * kQ4Group; }
+
+void prepare_q4_0_x4(const uint8_t* row, const float*, int64_t blocks, uint8_t* out) {
+  for (int64_t g = 0; g < blocks / 4; ++g, out += kQ4Group) {
+    int32_t bias[16] = {};
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t* qs = row + static_cast<size_t>(4 * g + i) * kActQ8_0 + 2;
+      std::memcpy(out + 16 * i, qs, 16);
+      std::memcpy(out + 64 + 16 * i, qs + 16, 16);
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) sum += static_cast<int8_t>(qs[j]);
+      bias[4 * i] = -8 * sum;
+    }
+    std::memcpy(out + 128, bias, sizeof bias);
+  }
+}
+
+struct Q4_0X4 {
+  template <int Nt>
+  struct Tile {
+    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts,
+                                            int64_t blocks, float* out) {
+      __m512 acc[Nt];
+      __m256 tail[Nt];
+      for (int t = 0; t < Nt; ++t) {
+        acc[t] = _mm512_setzero_ps();
+        tail[t] = _mm256_setzero_ps();
+      }
+      const __m512i low_mask = _mm512_set1_epi8(0x0F);
+      // f32 lanes 4i..4i+3 take the scale of block i
+      const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+      const int64_t groups = blocks / 4;
+      for (int64_t g = 0; g < groups; ++g) {
+        const uint8_t* wb = w + static_cast<size_t>(g) * 4 * 18;
+        prefetch_ahead(wb, 72);
+        __m512i q = _mm512_castsi128_si512(load128(wb + 2));
+        q = _mm512_inserti32x4(q, load128(wb + 20), 1);
+        q = _mm512_inserti32x4(q, load128(wb + 38), 2);
+        q = _mm512_inserti32x4(q, load128(wb + 56), 3);
+        const __m512i lo = _mm512_and_si512(q, low_mask);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask);
+        uint16_t h[4];
+        for (int i = 0; i < 4; ++i) std::memcpy(&h[i], wb + 18 * i, 2);
+        const __m128 dw = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, static_cast<short>(h[3]),
+                                                     static_cast<short>(h[2]),
+                                                     static_cast<short>(h[1]),
+                                                     static_cast<short>(h[0])));
+        for (int t = 0; t < Nt; ++t) {
+          const uint8_t* p = acts.prepared[t] + static_cast<size_t>(g) * kQ4Group;
+          __m512i prod = _mm512_dpbusd_epi32(load512(p + 128), lo, load512(p));
+          prod = _mm512_dpbusd_epi32(prod, hi, load512(p + 64));
+          const __m128 s = _mm_mul_ps(dw, _mm_loadu_ps(acts.scales[t] + 4 * g));
+          const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_zextps128_ps512(s));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), scale, acc[t]);
+        }
+      }
+      for (int64_t b = 4 * groups; b < blocks; ++b) {
+        const auto at = static_cast<size_t>(b);
+        legacy_block<WQ4_0, Nt>(w + at * 18, acts, at, tail);
+      }
+      for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]) + hsum(tail[t]);
+    }
+  };
+};
+
+// q4_k's 12 scale bytes -> 16 x u16: the 8 group scales (lanes 0-7), then the 8 mins
+// (lanes 8-15), all in vector registers. Reads 16 bytes at `p` (the 4 after the scales
+// are quants of the same block).
+QZ_INLINE __m512i k4_scales_mins(const uint8_t* p) {
+  const __m128i raw = load128(p);  // u32 lanes: s0, s1, s2, (quants)
+  // Low bits: s0 & 0x3F, s2 & 0x0F, s1 & 0x3F, (s2 >> 4) & 0x0F.
+  const __m128i x = _mm_srlv_epi32(_mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 1, 2, 0)),
+                                   _mm_set_epi32(4, 0, 0, 0));
+  const __m128i low = _mm_and_si128(
+      x, _mm_set_epi32(0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F));
+  // High bits of groups 4-7: the top two bits of s0 (scales) and s1 (mins), moved to 4-5.
+  const __m128i y = _mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0));
+  const __m128i high = _mm_slli_epi32(
+      _mm_and_si128(_mm_srli_epi32(y, 6), _mm_set_epi32(0x03030303, 0, 0x03030303, 0)), 4);
+  return _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(_mm_or_si128(low, high)));
+}
+
 struct Q4KZ {
   template <int Nt>
   struct Tile {
@@ -170,15 +260,15 @@ struct Q4KZ {
       }
       const __m512i counts = half_counts(0, 4);
       const __m512i low_mask = _mm512_set1_epi8(0x0F);
+      const __m512i min_index = _mm512_zextsi256_si512(_mm256_setr_epi16(
+          8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
       for (int64_t b = 0; b < blocks; ++b) {
         const uint8_t* wb = w + static_cast<size_t>(b) * 144;
         const size_t at = static_cast<size_t>(b) * kActQ8K;
         prefetch_ahead(wb, 144);
         const float d = f16(wb);
         const float dmin = f16(wb + 2);
-        const ScalesMins sm = unpack_k4_scales(wb + 4);
-        const __m512i sc16 = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(
-            _mm_set_epi32(0, 0, static_cast<int>(sm.sc[1]), static_cast<int>(sm.sc[0]))));
+        const __m512i sc16 = k4_scales_mins(wb + 4);
         __m512i sum_a[Nt];
         __m512i sum_b[Nt];
         for (int t = 0; t < Nt; ++t) sum_a[t] = sum_b[t] = _mm512_setzero_si512();
@@ -194,7 +284,8 @@ struct Q4KZ {
             sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q, a), s);
           }
         }
-        const __m256i mins = mins_per_bsum(sm);
+        // [m0, m0, m1, m1, ..., m7, m7]: one min per 16-element bsum
+        const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(min_index, sc16));
         for (int t = 0; t < Nt; ++t) {
           const uint8_t* ab = acts.rows[t] + at;
           const float da = f32_at(ab);
@@ -272,7 +363,8 @@ struct Q6KZ {
 KernelSet make_set() {
   KernelSet set;
   register_tiles<Q8_0Z::Tile>(set, DType::q8_0);
-  register_tiles<Q4_0Z::Tile>(set, DType::q4_0);
+  register_tiles<Q4_0X4::Tile>(set, DType::q4_0);
+  set.prepare[static_cast<size_t>(DType::q4_0)] = {prepared_q4_0_x4_bytes, prepare_q4_0_x4};
   register_tiles<Legacy<WQ4_1>::Tile>(set, DType::q4_1);
   register_tiles<Legacy<WQ5_0>::Tile>(set, DType::q5_0);
   register_tiles<Legacy<WQ5_1>::Tile>(set, DType::q5_1);
