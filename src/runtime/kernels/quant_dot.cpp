@@ -190,8 +190,8 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
   if (preparation.run) {
     prepared.resize(static_cast<size_t>(n_act) * prepared_bytes);
     for (int64_t t = 0; t < n_act; ++t) {
-      preparation.run(abytes + static_cast<size_t>(t) * act_row_bytes,
-                      act_scales.data() + t * blocks, blocks,
+      const float* scales = act_dtype == DType::q8_0 ? act_scales.data() + t * blocks : nullptr;
+      preparation.run(abytes + static_cast<size_t>(t) * act_row_bytes, scales, blocks,
                       prepared.data() + static_cast<size_t>(t) * prepared_bytes);
     }
   }
@@ -206,9 +206,9 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
         const auto i = static_cast<size_t>(t);
         tile.rows[i] = abytes + static_cast<size_t>(t0 + t) * act_row_bytes;
         tile.scales[i] = act_dtype == DType::q8_0 ? act_scales.data() + (t0 + t) * blocks : nullptr;
-        tile.prepared[i] =
-            preparation.run ? prepared.data() + static_cast<size_t>(t0 + t) * prepared_bytes
-                            : nullptr;
+        tile.prepared[i] = preparation.run
+                               ? prepared.data() + static_cast<size_t>(t0 + t) * prepared_bytes
+                               : nullptr;
       }
       const kernels::RowDotFn fn = tiles[static_cast<size_t>(nt - 1)];
       for (int64_t r = r0; r < r1; ++r) {
