@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "loom/error.hpp"
 #include "loom/mapped_file.hpp"
 #include "loom/tensor.hpp"
 
@@ -57,6 +58,9 @@ class MetaValue {
   const std::vector<MetaValue>& as_array() const;
   std::string to_display_string(size_t max_array_items = 8) const;
 
+  // Same type tags and the same value (floats compared bit for bit).
+  friend bool operator==(const MetaValue& a, const MetaValue& b) noexcept;
+
  private:
   Type type_ = Type::u64;
   Type element_type_ = Type::u64;
@@ -70,10 +74,15 @@ class Metadata {
  public:
   const MetaValue* find(std::string_view key) const noexcept;
   bool contains(std::string_view key) const noexcept { return find(key) != nullptr; }
-  // Adds or replaces a key.
+  // Adds or replaces a key (a replaced key keeps its position).
   void set(std::string key, MetaValue value);
+  bool erase(std::string_view key);
   const std::vector<std::pair<std::string, MetaValue>>& entries() const noexcept { return entries_; }
   size_t size() const noexcept { return entries_.size(); }
+  bool empty() const noexcept { return entries_.empty(); }
+  friend bool operator==(const Metadata& a, const Metadata& b) noexcept {
+    return a.entries_ == b.entries_;
+  }
 
  private:
   std::vector<std::pair<std::string, MetaValue>> entries_;
@@ -98,8 +107,13 @@ struct TensorRecord {
   uint64_t offset = 0;
   uint64_t nbytes = 0;
   // Element strides when the stored tensor is not contiguous (PyTorch views); absent
-  // means contiguous row-major.
+  // means contiguous row-major. For a strided record `nbytes` is still the dense size
+  // (numel x element size, what load() returns) and `offset` is the first element's
+  // byte; the elements lie within [offset, offset + span_bytes).
   std::optional<Strides> strides;
+  uint64_t span_bytes = 0;  // bytes the stored elements cover (== nbytes when contiguous)
+
+  bool is_contiguous() const noexcept { return !strides.has_value(); }
 };
 
 struct OpenOptions {
@@ -109,6 +123,9 @@ struct OpenOptions {
 
 class WeightSource {
  public:
+  // Normally built by open_weights. Checks every record against its file (throws
+  // Error(format) for bytes past the end or a duplicate name) and sets span_bytes of
+  // contiguous records where it was left 0.
   WeightSource(FormatKind kind, std::string root, std::vector<SourceFile> files,
                std::vector<TensorRecord> tensors, Metadata metadata);
 
@@ -119,12 +136,19 @@ class WeightSource {
   const std::vector<TensorRecord>& tensors() const noexcept { return tensors_; }
   const Metadata& metadata() const noexcept { return metadata_; }
   const TensorRecord* find(std::string_view name) const noexcept;
+  const SourceFile& file_of(const TensorRecord& record) const;
 
   // The record's tensor: a zero-copy view into the mapping when the file is mapped and
-  // the record is contiguous (and the host little-endian), otherwise an owned copy.
+  // the record is contiguous (and the host little-endian), otherwise an owned copy
+  // (strided records are gathered into a dense tensor; empty ones are always owned).
+  // A view's data pointer has the alignment the file gives it (torch and GGUF align,
+  // safetensors offsets need not be element-aligned).
   Tensor load(const TensorRecord& record) const;
   // Copies dst.size() bytes of the record's (contiguous) data starting at
   // `offset_in_tensor` into dst: the building block of bounded streaming conversion.
+  // On a big-endian host plain dtypes come back in host order, which needs the chunk
+  // to start and end on element boundaries. Throws Error(invalid_argument) for a
+  // strided record or a range outside the tensor.
   void read(const TensorRecord& record, uint64_t offset_in_tensor, std::span<std::byte> dst) const;
 
  private:
@@ -137,9 +161,12 @@ class WeightSource {
 };
 
 // Opens a weight file or a model directory. A directory resolves, in this order:
-// `*.pack` index (loom's pack), `model.safetensors.index.json` + shards,
-// `model.safetensors`, `pytorch_model.bin.index.json` + shards, `pytorch_model.bin`,
-// a single `*.gguf`, a folder of `*.npy` files. Throws loom::Error naming the path.
+// `model.safetensors.index.json` + shards, `model.safetensors`,
+// `pytorch_model.bin.index.json` + shards, `pytorch_model.bin`, then a directory holding
+// exactly one `*.safetensors.index.json`, `*.safetensors`, `*.bin.index.json` or `*.gguf`,
+// then a folder of `*.npy` files (one tensor per file, named by the file's stem). A file
+// is identified by its magic bytes (a shard index by being a JSON object). Throws
+// loom::Error naming the path. (loom's own pack format is opened by its own layer.)
 std::unique_ptr<WeightSource> open_weights(const std::filesystem::path& path,
                                            const OpenOptions& options = {});
 
@@ -151,7 +178,7 @@ std::optional<FormatKind> sniff_format(std::span<const std::byte> head) noexcept
 
 struct NamedTensor {
   std::string name;
-  Tensor tensor;  // contiguous
+  Tensor tensor;  // contiguous (write_torch also takes strided views)
 };
 
 void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
@@ -166,5 +193,18 @@ void write_safetensors_sharded(const std::filesystem::path& dir, std::string_vie
 void write_gguf(const std::filesystem::path& path, const Metadata& metadata,
                 std::span<const NamedTensor> tensors, uint32_t alignment = 32);
 void write_npy(const std::filesystem::path& path, const Tensor& tensor);
+
+// A PyTorch `torch.save` zip archive holding an OrderedDict state dict, laid out the way
+// torch (>= 1.6) writes it: stored entries `<archive>/data.pkl` (pickle protocol 2),
+// `<archive>/byteorder`, `<archive>/data/<key>` (each 64-byte aligned),
+// `<archive>/version`. Tensors that share a Storage share one data entry, and a
+// non-contiguous tensor (e.g. Tensor::transpose2d()) is written as a view with its
+// strides and storage offset, exactly as torch records views. Plain dtypes only.
+struct TorchWriteOptions {
+  std::string archive_name = "archive";
+  bool force_zip64 = false;  // write ZIP64 records even for small files (tests)
+};
+void write_torch(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                 const TorchWriteOptions& options = {});
 
 }  // namespace loom

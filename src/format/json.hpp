@@ -1,0 +1,23 @@
+// Internal: parsing untrusted JSON (safetensors headers, shard indexes) with simdjson.
+// simdjson validates UTF-8 and the whole document; a leading UTF-8 byte-order mark is
+// tolerated (some Windows tools write one), anything else that is not JSON is refused.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <simdjson.h>
+
+namespace loom::format {
+
+// Throws Error(format) naming `file` (and `offset`, where the text starts in the file).
+simdjson::dom::element parse_json(simdjson::dom::parser& parser, std::string_view text,
+                                  const std::string& file, uint64_t offset);
+
+// "object", "array", "string", "integer", "number", "bool", "null".
+std::string_view json_type_name(simdjson::dom::element_type type) noexcept;
+
+// Appends `text` as a JSON string literal (quoted, escaped) to `out`.
+void append_json_string(std::string& out, std::string_view text);
+
+}  // namespace loom::format
