@@ -1,10 +1,31 @@
 /*
- * loom.h — the stable C ABI of loom.
+ * loom.h — the stable C ABI of loom: load a model from the formats people download
+ * (safetensors, GGUF, PyTorch .bin, .npy, loom packs), tokenize, prefill, step, sample,
+ * generate, embed, and read the load report.
  *
- * Pure C99; includes only <stddef.h> and <stdint.h>. Every symbol is prefixed loom_ and
- * every macro LOOM_. Versioning: LOOM_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH
- * is the header's version; loom_version_number() is the library's. A host checks that
- * their majors agree. The shared library's SONAME changes only when the ABI breaks.
+ * Conventions (see docs/c-api.md):
+ *  - Pure C99; includes only <stddef.h> and <stdint.h>. Every symbol is loom_*, every
+ *    macro LOOM_*. No C++ type and no exception ever crosses this boundary.
+ *  - Handles are opaque. Constructors return a loom_status and hand the object back
+ *    through an out-parameter; the caller owns it and frees it with the matching
+ *    *_free, which accepts NULL.
+ *  - Every fallible call returns a loom_status (LOOM_OK == 0; numbers are never reused)
+ *    and, when `err` is not NULL, stores a new loom_error the caller frees (or NULL on
+ *    success). There is no global error state.
+ *  - Params structs begin with `uint32_t struct_size`, are filled by *_params_init(),
+ *    and are passed by pointer (NULL means defaults). The library reads only
+ *    struct_size bytes, so fields are only ever appended and old callers keep working.
+ *  - Strings and arrays are written into caller buffers; the size needed is reported
+ *    through an out-parameter. Pass NULL / 0 to ask for the size. A buffer too small
+ *    returns LOOM_ERR_BUFFER_TOO_SMALL (with the size needed set); strings are NUL
+ *    terminated when they fit (the reported length excludes the NUL).
+ *  - Threads: loom_model and loom_tokenizer are immutable and may be used from any
+ *    thread at once. A loom_session or loom_sampler is used by one thread at a time
+ *    (it may move between threads). Each function says which rule applies.
+ *
+ * Versioning: LOOM_VERSION_NUMBER = MAJOR*10000 + MINOR*100 + PATCH is the header's
+ * version, loom_version_number() the library's; a host checks that the majors agree.
+ * The shared library's SONAME (libloom.so.MAJOR) changes only when the ABI breaks.
  */
 #ifndef LOOM_H
 #define LOOM_H
@@ -36,10 +57,298 @@
 extern "C" {
 #endif
 
-/* The library's version number (same encoding as LOOM_VERSION_NUMBER). Any thread. */
+/* ---- versions, status codes, errors ---------------------------------------------- */
+
+/* The library's version number (LOOM_VERSION_NUMBER encoding). Any thread. */
 LOOM_API int32_t loom_version_number(void);
-/* The library's version as "MAJOR.MINOR.PATCH"; a static string. Any thread. */
+/* "MAJOR.MINOR.PATCH"; a static string. Any thread. */
 LOOM_API const char *loom_version_string(void);
+
+typedef int32_t loom_status;
+#define LOOM_OK 0
+#define LOOM_ERR_IO 1               /* a file could not be opened or read */
+#define LOOM_ERR_FORMAT 2           /* a file is malformed */
+#define LOOM_ERR_MISSING_TENSOR 3   /* the weights lack a tensor the architecture needs */
+#define LOOM_ERR_SHAPE_MISMATCH 4   /* a tensor's shape contradicts the config */
+#define LOOM_ERR_UNSUPPORTED 5      /* valid input loom cannot handle (yet) */
+#define LOOM_ERR_OUT_OF_MEMORY 6
+#define LOOM_ERR_CANCELLED 7        /* a callback asked to stop */
+#define LOOM_ERR_INVALID_ARGUMENT 8 /* NULL handle, bad id, bad parameter */
+#define LOOM_ERR_INTERNAL 9         /* a bug in loom: please report it */
+#define LOOM_ERR_CONTEXT_FULL 10    /* the session's context length is used up */
+#define LOOM_ERR_DTYPE_MISMATCH 11
+#define LOOM_ERR_NUMERIC 12         /* NaN or infinite logits */
+#define LOOM_ERR_BUFFER_TOO_SMALL 13 /* the caller's buffer is too small; size reported */
+
+/* A short, static, stable name for a status ("ok", "io", "format", ...). Any thread. */
+LOOM_API const char *loom_status_str(loom_status status);
+
+typedef struct loom_error loom_error;
+
+/* The full message, with file / tensor / byte offset context. Borrowed: valid until
+ * loom_error_free. Any thread. */
+LOOM_API const char *loom_error_message(const loom_error *err);
+LOOM_API loom_status loom_error_status(const loom_error *err);
+/* The file, tensor name and byte offset the error is about; "" / -1 when unknown. */
+LOOM_API const char *loom_error_file(const loom_error *err);
+LOOM_API const char *loom_error_tensor(const loom_error *err);
+LOOM_API int64_t loom_error_offset(const loom_error *err);
+
+/* A failed load carries the whole manifest diff: every missing, unexpected, wrongly
+ * shaped or wrongly typed tensor, so a host can show the user all of them. */
+#define LOOM_PROBLEM_MISSING 0
+#define LOOM_PROBLEM_UNEXPECTED 1
+#define LOOM_PROBLEM_SHAPE_MISMATCH 2
+#define LOOM_PROBLEM_DTYPE_MISMATCH 3
+#define LOOM_PROBLEM_TIED_DIFFERS 4
+#define LOOM_PROBLEM_DUPLICATE 5
+
+typedef struct loom_problem {
+  uint32_t struct_size;          /* set by the caller (loom_problem_init) */
+  int32_t kind;                  /* LOOM_PROBLEM_* */
+  const char *internal_name;     /* "blk.3.attn_k", or "" */
+  const char *external_name;     /* as stored in the file, or "" */
+  const char *detail;            /* complete human-readable explanation */
+  int32_t expected_rank;         /* 0 when not applicable */
+  int64_t expected_shape[8];
+  int32_t found_rank;
+  int64_t found_shape[8];
+} loom_problem;
+
+LOOM_API void loom_problem_init(loom_problem *p);
+LOOM_API size_t loom_error_problem_count(const loom_error *err);
+/* Fills `out` with problem `index`; its strings are borrowed until loom_error_free. */
+LOOM_API loom_status loom_error_problem(const loom_error *err, size_t index, loom_problem *out);
+LOOM_API void loom_error_free(loom_error *err);
+
+/* ---- models ---------------------------------------------------------------------- */
+
+typedef struct loom_model loom_model;         /* immutable after load; any thread */
+typedef struct loom_tokenizer loom_tokenizer; /* immutable; any thread */
+typedef struct loom_session loom_session;     /* KV state; one thread at a time */
+typedef struct loom_sampler loom_sampler;     /* RNG + history; one thread at a time */
+
+#define LOOM_IO_AUTO 0   /* mmap, or pread streaming on network / FUSE filesystems */
+#define LOOM_IO_MMAP 1
+#define LOOM_IO_STREAM 2
+
+#define LOOM_DTYPE_KEEP -1 /* as stored */
+#define LOOM_DTYPE_F32 0
+#define LOOM_DTYPE_F16 1
+#define LOOM_DTYPE_BF16 2
+
+#define LOOM_LOG_TRACE 0
+#define LOOM_LOG_DEBUG 1
+#define LOOM_LOG_INFO 2
+#define LOOM_LOG_WARN 3
+#define LOOM_LOG_ERROR 4
+#define LOOM_LOG_OFF 5
+
+/* Called on the loading thread. Return 0 to cancel: the load fails with
+ * LOOM_ERR_CANCELLED and frees everything. */
+typedef int (*loom_progress_fn)(void *user, float fraction, const char *tensor);
+/* May be called from loom's worker threads, one message at a time. */
+typedef void (*loom_log_fn)(void *user, int32_t level, const char *message);
+
+typedef struct loom_load_params {
+  uint32_t struct_size;
+  int32_t io_mode;        /* LOOM_IO_* */
+  int32_t target_dtype;   /* LOOM_DTYPE_KEEP or LOOM_DTYPE_F32/F16/BF16 for matrices */
+  int32_t strict;         /* nonzero: unexpected tensors fail the load */
+  int32_t n_threads;      /* conversion workers; 0: 2 */
+  int32_t load_tokenizer; /* nonzero (default): load the model's tokenizer too */
+  loom_progress_fn progress;
+  void *progress_user;
+  loom_log_fn log;        /* NULL: loom's default stderr logger */
+  void *log_user;
+  int32_t log_level;      /* LOOM_LOG_*; default INFO */
+} loom_load_params;
+
+LOOM_API void loom_load_params_init(loom_load_params *p);
+/* Loads a model directory (Hugging Face layout), a .gguf file, a single weight file with
+ * config.json beside it, or a loom pack. Any thread. */
+LOOM_API loom_status loom_model_load(const char *path, const loom_load_params *params,
+                                     loom_model **out, loom_error **err);
+LOOM_API void loom_model_free(loom_model *model);
+
+typedef struct loom_model_info {
+  uint32_t struct_size;
+  int32_t vocab_size;
+  int32_t context_length; /* the model's trained maximum */
+  int32_t hidden_size;
+  int32_t n_layers;
+  int32_t n_heads;
+  int32_t n_kv_heads;
+  int32_t head_dim;
+  int32_t bos_id;         /* -1 when none */
+  int32_t eos_id;         /* the first end-of-generation id, -1 when none */
+  int32_t has_tokenizer;
+  const char *architecture; /* borrowed from the model */
+  int64_t weight_bytes;
+} loom_model_info;
+
+LOOM_API void loom_model_info_init(loom_model_info *info);
+LOOM_API loom_status loom_model_get_info(const loom_model *model, loom_model_info *info);
+/* All end-of-generation ids into `ids` (capacity `cap`); `n` gets the count. */
+LOOM_API loom_status loom_model_eos_ids(const loom_model *model, int32_t *ids, size_t cap, size_t *n);
+/* The load report as JSON (trace != 0: every tensor's source and conversion). */
+LOOM_API loom_status loom_model_load_report(const loom_model *model, int32_t trace, char *buf,
+                                            size_t cap, size_t *len);
+
+/* ---- tokenizers ------------------------------------------------------------------ */
+
+#define LOOM_TOKENIZE_ADD_SPECIAL 1u   /* add BOS/EOS as the tokenizer's template does */
+#define LOOM_TOKENIZE_PARSE_SPECIAL 2u /* special-token text becomes those tokens */
+#define LOOM_DETOKENIZE_SKIP_SPECIAL 1u
+
+/* A tokenizer alone, without weights: a tokenizer.json, a model directory or a .gguf
+ * (vocab-only GGUFs too). Any thread. */
+LOOM_API loom_status loom_tokenizer_load(const char *path, loom_tokenizer **out, loom_error **err);
+/* A new handle on the model's tokenizer (it stays valid after loom_model_free).
+ * LOOM_ERR_UNSUPPORTED when the model came without one. */
+LOOM_API loom_status loom_model_tokenizer(const loom_model *model, loom_tokenizer **out, loom_error **err);
+LOOM_API void loom_tokenizer_free(loom_tokenizer *tok);
+LOOM_API int32_t loom_tokenizer_vocab_size(const loom_tokenizer *tok);
+/* `text` is `len` bytes (need not be NUL terminated). ids == NULL: *n_ids = count needed. */
+LOOM_API loom_status loom_tokenize(const loom_tokenizer *tok, const char *text, size_t len,
+                                   uint32_t flags, int32_t *ids, size_t cap, size_t *n_ids,
+                                   loom_error **err);
+LOOM_API loom_status loom_detokenize(const loom_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                     uint32_t flags, char *buf, size_t cap, size_t *len,
+                                     loom_error **err);
+/* The text of one token as it appears inside decoded text (may be a partial UTF-8
+ * character for byte tokens). */
+LOOM_API loom_status loom_token_piece(const loom_tokenizer *tok, int32_t id, char *buf, size_t cap,
+                                      size_t *len, loom_error **err);
+
+/* ---- sessions -------------------------------------------------------------------- */
+
+typedef struct loom_session_params {
+  uint32_t struct_size;
+  int32_t context_length; /* 0: the model's, capped at 4096 */
+  int32_t n_threads;      /* 0: all hardware threads */
+  int32_t kv_dtype;       /* LOOM_DTYPE_F32 (default) or LOOM_DTYPE_F16 */
+  int32_t all_logits;     /* nonzero: keep logits for every prefilled position */
+} loom_session_params;
+
+LOOM_API void loom_session_params_init(loom_session_params *p);
+/* Allocates the KV cache. The session keeps the model alive. Any thread. */
+LOOM_API loom_status loom_session_create(const loom_model *model, const loom_session_params *params,
+                                         loom_session **out, loom_error **err);
+LOOM_API void loom_session_free(loom_session *session);
+/* Forgets every token. Per-session. */
+LOOM_API loom_status loom_session_reset(loom_session *session);
+/* Forgets tokens from `position` on. Per-session. */
+LOOM_API loom_status loom_session_rollback(loom_session *session, int32_t position, loom_error **err);
+LOOM_API int32_t loom_session_position(const loom_session *session);
+LOOM_API int32_t loom_session_context_length(const loom_session *session);
+LOOM_API int64_t loom_session_kv_cache_bytes(const loom_session *session);
+/* Feeds tokens in one batched pass. On error the session is unchanged. Per-session. */
+LOOM_API loom_status loom_prefill(loom_session *session, const int32_t *tokens, size_t n,
+                                  loom_error **err);
+/* Feeds one token. Per-session. */
+LOOM_API loom_status loom_step(loom_session *session, int32_t token, loom_error **err);
+/* Logits after the last token fed (n_vocab floats), or NULL before any. Borrowed: valid
+ * until the next prefill / step / reset / rollback on this session. */
+LOOM_API const float *loom_logits(const loom_session *session, size_t *n_vocab);
+/* all_logits sessions: logits after token `index` of the last prefill. */
+LOOM_API const float *loom_logits_at(const loom_session *session, size_t index, size_t *n_vocab);
+LOOM_API size_t loom_logit_rows(const loom_session *session);
+
+/* ---- sampling -------------------------------------------------------------------- */
+
+typedef struct loom_sampler_params {
+  uint32_t struct_size;
+  float temperature;        /* <= 0: greedy (argmax, ties to the lowest id) */
+  int32_t top_k;            /* <= 0: off */
+  float top_p;              /* >= 1: off */
+  float min_p;              /* <= 0: off */
+  float repeat_penalty;     /* 1: off */
+  float frequency_penalty;
+  float presence_penalty;
+  int32_t penalty_last_n;   /* 0: off, -1: whole history */
+  uint64_t seed;
+  const int32_t *logit_bias_ids;   /* copied at create; -INFINITY bans a token */
+  const float *logit_bias_values;
+  size_t n_logit_bias;
+} loom_sampler_params;
+
+typedef struct loom_candidate {
+  int32_t id;
+  float logit;
+  float p; /* softmax of the logits (recomputed by loom after a stage changes them) */
+} loom_candidate;
+
+/* A custom stage: sees the candidates after the built-in filters and may rewrite ids,
+ * logits and probabilities and shrink *n (never grow it, never to 0). Return 0 to go
+ * on, nonzero to fail the sample with LOOM_ERR_CANCELLED. */
+typedef int32_t (*loom_sampler_stage_fn)(void *user, loom_candidate *candidates, size_t *n,
+                                         const int32_t *history, size_t n_history);
+
+LOOM_API void loom_sampler_params_init(loom_sampler_params *p);
+LOOM_API loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler **out,
+                                         loom_error **err);
+LOOM_API void loom_sampler_free(loom_sampler *sampler);
+/* Appends a custom stage (runs after the built-in ones, before the pick). */
+LOOM_API loom_status loom_sampler_add_stage(loom_sampler *sampler, const char *name,
+                                            loom_sampler_stage_fn fn, void *user);
+/* Picks the next token from the session's last logits and records it in the sampler's
+ * history. It does not feed the token to the session (call loom_step). */
+LOOM_API loom_status loom_sample(loom_session *session, loom_sampler *sampler, int32_t *token,
+                                 loom_error **err);
+/* Records a token chosen by the host (e.g. the prompt) for the penalties. */
+LOOM_API loom_status loom_sampler_accept(loom_sampler *sampler, int32_t token);
+/* Clears the history and reseeds. */
+LOOM_API loom_status loom_sampler_reset(loom_sampler *sampler);
+
+/* ---- generation and embeddings --------------------------------------------------- */
+
+#define LOOM_STOP_EOS 0
+#define LOOM_STOP_STRING 1
+#define LOOM_STOP_MAX_TOKENS 2
+#define LOOM_STOP_CANCELLED 3
+#define LOOM_STOP_CONTEXT_FULL 4
+
+/* Streams text as it becomes final; return 0 to stop. `token` is -1 for text released
+ * at the end. The text is borrowed for the call. */
+typedef int32_t (*loom_text_fn)(void *user, const char *text, size_t len, int32_t token);
+
+typedef struct loom_generate_params {
+  uint32_t struct_size;
+  int32_t max_tokens;              /* default 128 */
+  const char *const *stop_strings; /* matched across tokens, never emitted */
+  size_t n_stop_strings;
+  uint32_t tokenize_flags;         /* LOOM_TOKENIZE_*; default ADD_SPECIAL */
+  int32_t continue_session;        /* nonzero: append to the session instead of resetting */
+  loom_text_fn on_text;
+  void *user;
+} loom_generate_params;
+
+typedef struct loom_generate_result {
+  uint32_t struct_size;
+  int32_t prompt_tokens;
+  int32_t generated_tokens;
+  int32_t stop_reason;      /* LOOM_STOP_* */
+  double prompt_seconds;
+  double generate_seconds;
+} loom_generate_result;
+
+LOOM_API void loom_generate_params_init(loom_generate_params *p);
+LOOM_API void loom_generate_result_init(loom_generate_result *r);
+/* Tokenizes `prompt` with the model's tokenizer, prefills, then samples and steps until
+ * an end-of-generation token, a stop string, max_tokens or the callback stops it.
+ * `result` may be NULL. Per-session (and per-sampler). */
+LOOM_API loom_status loom_generate(loom_session *session, loom_sampler *sampler, const char *prompt,
+                                   size_t prompt_len, const loom_generate_params *params,
+                                   loom_generate_result *result, loom_error **err);
+
+#define LOOM_POOL_MEAN 0
+#define LOOM_POOL_LAST 1
+/* The pooled final hidden state of `tokens` (a fresh context: resets the session),
+ * L2-normalized when `normalize` is nonzero. out == NULL: *dim = size needed. */
+LOOM_API loom_status loom_embed(loom_session *session, const int32_t *tokens, size_t n,
+                                int32_t pooling, int32_t normalize, float *out, size_t cap,
+                                size_t *dim, loom_error **err);
 
 #ifdef __cplusplus
 }

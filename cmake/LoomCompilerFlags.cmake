@@ -1,7 +1,7 @@
 # Warning, ISA and sanitizer flags shared by every loom target.
 add_library(loom_build_flags INTERFACE)
 target_compile_options(loom_build_flags INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wshadow=local -Wnon-virtual-dtor
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wnon-virtual-dtor
     # Designated initializers deliberately leave optional context fields out.
     -Wno-missing-field-initializers>
   $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra>)
@@ -12,6 +12,9 @@ target_compile_options(loom_build_flags INTERFACE
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
   target_compile_options(loom_build_flags INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict -Wno-maybe-uninitialized>)
+endif()
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(loom_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wshadow=local>)
 endif()
 if(LOOM_WERROR)
   target_compile_options(loom_build_flags INTERFACE -Werror)

@@ -9,6 +9,9 @@ find_package(PkgConfig REQUIRED)
 # PCRE2 gives the pre-tokenizers Unicode property classes (\p{L}, \p{N}) that
 # std::regex lacks; hand-writing those tables would be thousands of lines to get wrong.
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# utf8proc gives the tokenizer normalizers real Unicode NFC/NFD/NFKC/NFKD composition,
+# case mapping and general categories (Qwen2's tokenizer.json normalizes to NFC).
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 if(LOOM_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()

@@ -28,6 +28,7 @@ enum class ErrorCode : int32_t {
   context_full = 10,
   dtype_mismatch = 11,
   numeric = 12,  // NaN/Inf where a finite value is required
+  buffer_too_small = 13,  // a caller's output buffer cannot hold the result
 };
 
 std::string_view error_code_name(ErrorCode code) noexcept;

@@ -41,6 +41,10 @@ struct SessionOptions {
   int n_threads = 0;            // 0: hardware threads (ignored when `pool` is given)
   std::shared_ptr<ThreadPool> pool;
   std::function<void(const TraceEvent&)> trace;  // debug hook; slows the pass down
+  // Prefill with bf16 weights rounds activations to bf16 for the products, to use the
+  // CPU's bf16 dot-product instructions (AVX512-BF16) where present: about twice the f32
+  // rate. Off: activations stay f32 (exact to the weights as stored).
+  bool bf16_activations = true;
 };
 
 enum class Pooling : uint8_t { mean, last };

@@ -22,6 +22,7 @@ constexpr std::array kCodeNames{
     CodeName{ErrorCode::context_full, "context_full"},
     CodeName{ErrorCode::dtype_mismatch, "dtype_mismatch"},
     CodeName{ErrorCode::numeric, "numeric"},
+    CodeName{ErrorCode::buffer_too_small, "buffer_too_small"},
 };
 }  // namespace
 

@@ -305,14 +305,15 @@ void Session::State::forward(std::span<const int32_t> tokens, bool keep_all_logi
   }
   auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
   ThreadPool& tp = *pool;
+  const bool fast = options.bf16_activations;
   std::string name;
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     norm_rows(L.attn_norm, L.attn_norm_bias, x.data(), h.data(), n);
-    kernels::linear(L.attn_q, bias(L.attn_q_bias), h.data(), H, n, q.data(), QD, tp);
-    kernels::linear(L.attn_k, bias(L.attn_k_bias), h.data(), H, n, k.data(), KVD, tp);
-    kernels::linear(L.attn_v, bias(L.attn_v_bias), h.data(), H, n, v.data(), KVD, tp);
+    kernels::linear(L.attn_q, bias(L.attn_q_bias), h.data(), H, n, q.data(), QD, tp, fast);
+    kernels::linear(L.attn_k, bias(L.attn_k_bias), h.data(), H, n, k.data(), KVD, tp, fast);
+    kernels::linear(L.attn_v, bias(L.attn_v_bias), h.data(), H, n, v.data(), KVD, tp, fast);
     if (c.position == PositionKind::rope) {
       auto rope = w.rope_interleaved ? kernels::rope_interleaved : kernels::rope_half;
       for (int64_t t = 0; t < n; ++t) {
@@ -324,7 +325,7 @@ void Session::State::forward(std::span<const int32_t> tokens, bool keep_all_logi
     }
     store_kv(l, n);
     attention(l, n);
-    kernels::linear(L.attn_out, bias(L.attn_out_bias), attn.data(), QD, n, proj.data(), H, tp);
+    kernels::linear(L.attn_out, bias(L.attn_out_bias), attn.data(), QD, n, proj.data(), H, tp, fast);
     kernels::add_inplace(x.data(), proj.data(), n * H);
     if (options.trace) {
       name = "blk." + std::to_string(l) + ".attn_out";
@@ -333,14 +334,14 @@ void Session::State::forward(std::span<const int32_t> tokens, bool keep_all_logi
 
     norm_rows(L.ffn_norm, L.ffn_norm_bias, x.data(), h.data(), n);
     if (c.ffn == FfnKind::swiglu) {
-      kernels::linear(L.ffn_gate, nullptr, h.data(), H, n, gate.data(), F, tp);
-      kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h.data(), H, n, up.data(), F, tp);
+      kernels::linear(L.ffn_gate, nullptr, h.data(), H, n, gate.data(), F, tp, fast);
+      kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h.data(), H, n, up.data(), F, tp, fast);
       kernels::silu_mul(gate.data(), up.data(), n * F);
     } else {
-      kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h.data(), H, n, gate.data(), F, tp);
+      kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h.data(), H, n, gate.data(), F, tp, fast);
       kernels::gelu_tanh(gate.data(), n * F);
     }
-    kernels::linear(L.ffn_down, bias(L.ffn_down_bias), gate.data(), F, n, proj.data(), H, tp);
+    kernels::linear(L.ffn_down, bias(L.ffn_down_bias), gate.data(), F, n, proj.data(), H, tp, fast);
     kernels::add_inplace(x.data(), proj.data(), n * H);
     if (options.trace) {
       name = "blk." + std::to_string(l) + ".ffn_out";
@@ -360,7 +361,7 @@ void Session::State::forward(std::span<const int32_t> tokens, bool keep_all_logi
   logit_rows = rows - logit_first;
   logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
   kernels::linear(w.output, nullptr, h.data() + logit_first * H, H, logit_rows, logits.data(),
-                  c.vocab_size, tp);
+                  c.vocab_size, tp, fast);
   trace("logits", logits.data(), logit_rows, c.vocab_size);
   position += n;
 }

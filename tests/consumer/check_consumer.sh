@@ -15,7 +15,8 @@ libdir=$prefix/lib
 echo "== exported symbols of libloom.so are exactly the functions loom.h declares"
 nm -D --defined-only "$libdir/libloom.so" | awk '$2 ~ /^[TWDBRV]$/ {sub(/@.*/, "", $3); print $3}' \
   | grep -v -E '^(_init|_fini|_edata|_end|__bss_start)$' | sort -u >"$work/exported.txt"
-grep -oE 'loom_[a-z0-9_]+[[:space:]]*\(' "$source/capi/loom.h" | sed -E 's/[[:space:]]*\($//' \
+# Every declaration starts with LOOM_API; the function's name is the identifier before "(".
+grep -E '^LOOM_API ' "$source/capi/loom.h" | sed -E 's/^([^(]*[^a-z0-9_])?(loom_[a-z0-9_]+)\(.*/\2/' \
   | sort -u >"$work/declared.txt"
 if ! diff -u "$work/declared.txt" "$work/exported.txt"; then
   echo "exported symbols differ from the functions declared in loom.h" >&2

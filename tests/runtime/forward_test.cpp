@@ -136,11 +136,17 @@ TEST_CASE("interleaved-RoPE q/k rows (GGUF order) give the same logits as rotate
 
 TEST_CASE("f16 and bf16 weights match the reference computed on the same rounded weights") {
   auto config = t::tiny_llama_config();
+  SessionOptions exact;
+  exact.bf16_activations = false;  // f32 activations: exact to the stored weights
   for (auto dt : {loom::DType::f16, loom::DType::bf16}) {
     INFO(loom::dtype_name(dt));
     auto weights = t::random_weights(config, 7, dt);
-    check_against_reference(config, weights, prompt_long(), 1e-4);
+    check_against_reference(config, weights, prompt_long(), 1e-4, exact);
   }
+  // The default bf16 prefill rounds activations to bf16 for the dot products: close, not exact.
+  auto weights = t::random_weights(config, 7, loom::DType::bf16);
+  const double worst = check_against_reference(config, weights, prompt_long(), 5e-2);
+  WARN("bf16 weights with bf16 activations: worst |logit diff| " << worst);
 }
 
 TEST_CASE("an f16 KV cache stays close to the f32 one") {

@@ -86,3 +86,34 @@ TEST_CASE("linear writes into strided outputs without touching the gaps") {
     for (int64_t c = 20; c < y_stride; ++c) CHECK(y[static_cast<size_t>(t * y_stride + c)] == -1.0f);
   }
 }
+
+TEST_CASE("bf16 prefill with bf16 activations matches a naive product of the rounded values") {
+  std::mt19937 rng(7);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 64}, {131, 256}}) {
+    auto w = random_weight(loom::DType::bf16, rows, cols, rng);
+    for (int64_t n : {2, 17, 40}) {
+      std::vector<float> x(static_cast<size_t>(n * cols));
+      for (auto& f : x) f = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 997.0f;
+      // The kernel rounds activations to bf16 (nearest even): do the same for the reference.
+      std::vector<float> rounded(x.size());
+      std::vector<uint16_t> tmp(x.size());
+      loom::f32_to_bf16(x.data(), tmp.data(), x.size());
+      loom::bf16_to_f32(tmp.data(), rounded.data(), x.size());
+      const auto want = naive(w, rounded, n, nullptr);
+      const auto exact = naive(w, x, n, nullptr);
+      for (int threads : {1, 2}) {
+        loom::ThreadPool pool(threads);
+        std::vector<float> y(static_cast<size_t>(n * rows));
+        loom::kernels::linear(w, nullptr, x.data(), cols, n, y.data(), rows, pool, true);
+        double worst = 0.0, drift = 0.0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          worst = std::max(worst, std::abs(y[i] - want[i]));
+          drift = std::max(drift, std::abs(y[i] - exact[i]));
+        }
+        INFO(rows << "x" << cols << " n=" << n << " threads " << threads);
+        CHECK(worst < 1e-3);
+        if (loom::cpu_features().avx512_bf16) CHECK(drift > 0.0);  // it really did round
+      }
+    }
+  }
+}

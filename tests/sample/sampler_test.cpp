@@ -34,7 +34,7 @@ TEST_CASE("greedy is the exact argmax, ties to the lowest id") {
   CHECK(s.sample(std::vector<float>{42.0f}) == 0);  // a single candidate
 }
 
-TEST_CASE("the same seed gives the same tokens; reset replays them") {
+TEST_CASE("the same seed gives the same tokens, reset replays them") {
   std::vector<float> logits(50);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i)) * 2.0f;
   auto p = unfiltered();
@@ -107,7 +107,7 @@ TEST_CASE("top-k = 1, top-p = 0 and a tiny temperature all give the argmax") {
   CHECK(frozen.sample(std::vector<float>{1e30f, -1e30f, 3e30f}) == 2);
 }
 
-TEST_CASE("top-p = 1 keeps every candidate; top-p keeps the smallest nucleus") {
+TEST_CASE("top-p = 1 keeps every candidate, top-p keeps the smallest nucleus") {
   std::vector<float> logits(300);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 17) * 0.1f;
   Sampler all(unfiltered());
@@ -187,7 +187,7 @@ TEST_CASE("penalties follow llama.cpp's arithmetic over the last N tokens") {
   CHECK(token == 3);
 }
 
-TEST_CASE("logit bias shifts and bans; banning everything is an error") {
+TEST_CASE("logit bias shifts and bans, banning everything is an error") {
   auto p = greedy();
   p.logit_bias = {{2, 10.0f}, {0, -INFINITY}};
   Sampler s(p);

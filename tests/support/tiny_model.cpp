@@ -6,6 +6,7 @@
 #include <random>
 
 #include "loom/convert.hpp"
+#include "model/rope_order.hpp"
 #include "model/weight_slots.hpp"
 
 namespace loom::test {
@@ -254,23 +255,7 @@ std::vector<std::vector<double>> reference_hidden(const ModelConfig& config,
 }
 
 Tensor permute_rows_for_interleaved_rope(const Tensor& weight, int64_t n_heads, int64_t head_dim) {
-  // GGUF row 2j of a head holds HF row j, row 2j+1 holds HF row j + head_dim/2 (the
-  // inverse of llama.cpp's convert_hf_to_gguf permute()).
-  const int64_t cols = weight.numel() / weight.shape()[0];
-  const int64_t row_bytes = dtype_bytes(weight.dtype(), cols, cols);
-  Tensor out = Tensor::empty(weight.shape(), weight.dtype());
-  const auto* src = static_cast<const std::byte*>(weight.raw_data());
-  auto* dst = static_cast<std::byte*>(out.mutable_raw_data());
-  const int64_t half = head_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    for (int64_t j = 0; j < half; ++j) {
-      std::memcpy(dst + (h * head_dim + 2 * j) * row_bytes, src + (h * head_dim + j) * row_bytes,
-                  static_cast<size_t>(row_bytes));
-      std::memcpy(dst + (h * head_dim + 2 * j + 1) * row_bytes,
-                  src + (h * head_dim + j + half) * row_bytes, static_cast<size_t>(row_bytes));
-    }
-  }
-  return out;
+  return rope_order::half_to_interleaved(weight, n_heads, head_dim);
 }
 
 double max_abs_diff(std::span<const float> a, const std::vector<double>& b) {

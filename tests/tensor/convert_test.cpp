@@ -149,7 +149,7 @@ TEST_CASE("narrowing matches the scalar reference on random and edge inputs, for
   }
 }
 
-TEST_CASE("rounding ties go to even; safe cast clamps and counts; NaN and Inf survive") {
+TEST_CASE("rounding ties go to even, safe cast clamps and counts, NaN and Inf survive") {
   // 1 + 2^-11 is halfway between f16 1.0 and 1 + 2^-10: ties to the even 1.0.
   CHECK(loom::f32_to_f16_scalar(1.0f + 0x1p-11f) == 0x3C00);
   CHECK(loom::f32_to_f16_scalar(1.0f + 3 * 0x1p-11f) == 0x3C02);

@@ -24,6 +24,22 @@ struct PackedActivations {
 void pack_activations(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols,
                       PackedActivations& out);
 
+// X [n_tokens, cols] rounded to bf16 (nearest even) and laid out for VDPBF16PS:
+// [cols/2][padded_tokens][2] (pairs of consecutive columns per token; cols even).
+struct PackedActivationsBf16 {
+  std::vector<uint16_t> data;
+  int64_t padded_tokens = 0;
+  int64_t n_tokens = 0;
+  int64_t cols = 0;
+};
+void pack_activations_bf16(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols,
+                           PackedActivationsBf16& out);
+// True when bf16 weights of `cols` columns can use the AVX512-BF16 dot-product GEMM.
+bool gemm_bf16_dot_supported(int64_t cols) noexcept;
+// Y = X W^T with bf16 weights and bf16-rounded activations, f32 accumulation.
+void gemm_bf16_dot(const Tensor& w, int64_t r0, int64_t r1, const PackedActivationsBf16& x, float* y,
+                   int64_t y_stride);
+
 // True when an AVX-512 GEMM is available for this dtype on this CPU.
 bool gemm_avx512_supports(DType dtype) noexcept;
 void gemm_avx512(const Tensor& w, int64_t r0, int64_t r1, const PackedActivations& x, float* y,

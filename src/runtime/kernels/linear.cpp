@@ -169,7 +169,7 @@ void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t 
 }
 
 void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride,
-            int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool) {
+            int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool, bool bf16_activations) {
   check_weight(w);
   if (n_tokens <= 0) return;
   const int64_t rows = w.shape()[0];
@@ -181,6 +181,16 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
       matvec_rows(w, x, y + r0, r0, r1);
       add_bias(bias, r0, r1, 1, y, y_stride);
+    });
+    return;
+  }
+  if (bf16_activations && w.dtype() == DType::bf16 && gemm_bf16_dot_supported(w.shape()[1])) {
+    thread_local PackedActivationsBf16 packed_storage;  // see the note below on thread_local
+    PackedActivationsBf16& packed = packed_storage;
+    pack_activations_bf16(x, x_stride, n_tokens, w.shape()[1], packed);
+    pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+      gemm_bf16_dot(w, r0, r1, packed, y, y_stride);
+      add_bias(bias, r0, r1, n_tokens, y, y_stride);
     });
     return;
   }
@@ -202,6 +212,11 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     }
     add_bias(bias, r0, r1, n_tokens, y, y_stride);
   });
+}
+
+bool linear_supports(DType dtype) noexcept {
+  if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) return true;
+  return is_quantized(dtype) && quant::has_kernels(dtype);
 }
 
 void embedding_row(const Tensor& table, int64_t row, float* out) {

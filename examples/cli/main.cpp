@@ -1,0 +1,426 @@
+// loom — the command line: run, inspect, convert, verify, tokenize, bench.
+// Exit codes: 0 success, 1 error (the message names the file/tensor), 2 usage error,
+// 3 `verify` found problems.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "loom.h"
+#include "loom/demo.hpp"
+#include "loom/error.hpp"
+#include "loom/exporter.hpp"
+#include "loom/generate.hpp"
+#include "loom/load_report.hpp"
+#include "loom/loader.hpp"
+#include "loom/manifest.hpp"
+#include "loom/pack.hpp"
+#include "loom/sampler.hpp"
+#include "loom/session.hpp"
+#include "loom/tokenizer.hpp"
+#include "progress.hpp"
+
+namespace fs = std::filesystem;
+using loom::cli::Args;
+using loom::cli::FlagSpec;
+using loom::cli::Kind;
+using loom::cli::UsageError;
+
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitVerifyFailed = 3;
+
+const FlagSpec kModel{"--model", Kind::text, "model directory, .gguf file or loom pack", {}, "PATH"};
+const FlagSpec kThreads{"--threads", Kind::integer, "threads (default: all cores)", {}, "N"};
+const FlagSpec kHelp{"--help", Kind::flag, "show this help"};
+const FlagSpec kDtype{"--dtype", Kind::choice, "matrices' dtype in memory / in the output", {"keep", "f32", "f16", "bf16"}};
+
+std::optional<loom::DType> dtype_flag(const Args& a) {
+  const std::string d = a.text("--dtype", "keep");
+  if (d == "keep") return std::nullopt;
+  return loom::dtype_from_name(d);
+}
+
+uint64_t source_bytes(const fs::path& p) {
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec)) return fs::file_size(p, ec);
+  uint64_t total = 0;
+  for (const auto& e : fs::directory_iterator(p, ec)) {
+    if (e.is_regular_file(ec)) total += e.file_size(ec);
+  }
+  return total;
+}
+
+fs::path cache_dir() {
+  if (const char* d = std::getenv("LOOM_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "loom";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "loom";
+  return fs::temp_directory_path() / "loom-cache";
+}
+
+// The demo model, created on first use (deterministic, so a rerun writes the same files).
+fs::path ensure_demo_model() {
+  const fs::path dir = cache_dir() / (std::string("demo-") + loom_version_string());
+  if (fs::exists(dir / "config.json")) return dir;
+  std::fprintf(stderr, "loom: creating the demo model in %s\n", dir.c_str());
+  const fs::path tmp = dir.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  loom::write_demo_model(tmp);
+  std::error_code ec;
+  fs::rename(tmp, dir, ec);
+  if (ec) fs::remove_all(tmp);  // another process won the race: its copy is identical
+  return dir;
+}
+
+std::shared_ptr<const loom::Model> load_with_progress(const fs::path& path, loom::LoadOptions options,
+                                                      const char* label = "loading") {
+  loom::cli::Progress bar(label, source_bytes(path));
+  options.progress = [&](double fraction, std::string_view tensor) {
+    bar.update(fraction, tensor);
+    return true;
+  };
+  options.logger = loom::Logger::to_sink(
+      [](loom::LogLevel, std::string_view m) { std::fprintf(stderr, "loom: %.*s\n", static_cast<int>(m.size()), m.data()); },
+      loom::LogLevel::warn);
+  auto model = loom::load_model(path, options);
+  bar.finish();
+  return model;
+}
+
+// ---- commands ----
+
+struct Command {
+  std::string name;
+  std::string synopsis;
+  std::string about;
+  std::vector<FlagSpec> flags;
+  std::function<int(const Args&)> run;
+};
+
+int cmd_run(const Args& a) {
+  fs::path path = a.text("--model");
+  const bool demo = path.empty();
+  if (demo) {
+    path = ensure_demo_model();
+    std::fprintf(stderr,
+                 "loom: no --model given: running the built-in demo model. Its weights are RANDOM,\n"
+                 "      so its text is gibberish; it shows the whole path (load, prefill, decode, speed).\n");
+  }
+  loom::LoadOptions lo;
+  lo.target_dtype = dtype_flag(a);
+  auto model = load_with_progress(path, lo);
+  if (!a.has("--no-report")) std::fprintf(stderr, "%s", model->load_report()->to_text(a.has("--trace")).c_str());
+  if (!model->tokenizer()) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to run with", {.file = path.string()});
+
+  loom::SessionOptions so;
+  so.n_threads = static_cast<int>(a.integer("--threads", 0));
+  so.context_length = a.integer("--ctx", 0);
+  loom::Session session(model, so);
+  loom::SamplerParams sp;
+  sp.temperature = static_cast<float>(a.number("--temperature", sp.temperature));
+  sp.top_k = static_cast<int32_t>(a.integer("--top-k", sp.top_k));
+  sp.top_p = static_cast<float>(a.number("--top-p", sp.top_p));
+  sp.min_p = static_cast<float>(a.number("--min-p", sp.min_p));
+  sp.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", sp.repeat_penalty));
+  sp.seed = static_cast<uint64_t>(a.integer("--seed", static_cast<int64_t>(sp.seed)));
+  loom::Sampler sampler(sp);
+  loom::GenerateOptions go;
+  go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", 128));
+  go.stop_strings = a.list("--stop");
+  go.on_text = [](std::string_view text, int32_t) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  auto report = [](const loom::GenerateResult& r) {
+    const double pre = r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0;
+    const double gen = r.generate_seconds > 0 ? static_cast<double>(r.tokens.size()) / r.generate_seconds : 0.0;
+    std::fprintf(stderr, "\nloom: prompt %lld tokens, %.1f tok/s; generation %zu tokens, %.1f tok/s; stop: %s\n",
+                 static_cast<long long>(r.prompt_tokens), pre, r.tokens.size(), gen,
+                 std::string(loom::stop_reason_name(r.stop)).c_str());
+  };
+
+  std::string prompt = a.text("--prompt");
+  const bool interactive = a.has("--interactive") || (!a.has("--prompt") && !demo && ::isatty(STDIN_FILENO));
+  if (!interactive) {
+    if (!a.has("--prompt")) {
+      if (demo) {
+        prompt = "Once upon a time";
+      } else {
+        prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      }
+    }
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    report(loom::generate(session, sampler, *model->tokenizer(), prompt, go));
+    return 0;
+  }
+  std::fprintf(stderr, "loom: interactive: type a prompt and press Enter; an empty line or Ctrl-D ends.\n");
+  bool first = true;
+  for (std::string line; std::fprintf(stderr, "> "), std::getline(std::cin, line) && !line.empty();) {
+    go.continue_session = !first;
+    go.add_special = first;
+    first = false;
+    try {
+      report(loom::generate(session, sampler, *model->tokenizer(), line, go));
+    } catch (const loom::Error& e) {
+      if (e.code() != loom::ErrorCode::context_full) throw;
+      std::fprintf(stderr, "\nloom: the context is full; starting a new conversation\n");
+      first = true;
+    }
+  }
+  return 0;
+}
+
+int cmd_inspect(const Args& a) {
+  if (!a.has("--model")) throw UsageError("inspect needs --model PATH");
+  auto model = load_with_progress(a.text("--model"), {});
+  const auto& r = *model->load_report();
+  if (a.has("--json")) {
+    std::printf("%s\n", r.to_json(a.has("--trace")).c_str());
+    return 0;
+  }
+  const auto& c = model->config();
+  std::printf("%s", r.to_text(a.has("--trace")).c_str());
+  std::printf("config     vocab %lld, hidden %lld, %lld layers, %lld/%lld heads (head_dim %lld), ffn %lld, context %lld\n",
+              static_cast<long long>(c.vocab_size), static_cast<long long>(c.hidden_size),
+              static_cast<long long>(c.n_layers), static_cast<long long>(c.n_heads),
+              static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim),
+              static_cast<long long>(c.intermediate_size), static_cast<long long>(c.max_positions));
+  return 0;
+}
+
+int cmd_convert(const Args& a) {
+  if (!a.has("--model") || !a.has("--out")) throw UsageError("convert needs --model SRC and --out DST");
+  const fs::path src = a.text("--model");
+  const fs::path dst = a.text("--out");
+  const std::string format = a.text("--format", "pack");
+  if (format == "pack") {
+    loom::PackOptions po;
+    po.dtype = dtype_flag(a);
+    po.quantize = a.text("--quantize");
+    po.group_size = static_cast<int>(a.integer("--group", 0));
+    loom::cli::Progress bar("converting", source_bytes(src));
+    po.progress = [&](double f, std::string_view t) {
+      bar.update(f, t);
+      return true;
+    };
+    po.load.logger = loom::Logger::silent();
+    const auto r = loom::write_pack(src, dst, po);
+    bar.finish();
+    std::fprintf(stderr, "loom: wrote %s: %lld tensors, %.1f MB in %.2f s%s\n", dst.c_str(),
+                 static_cast<long long>(r.tensors), static_cast<double>(r.bytes) / 1e6, r.seconds,
+                 r.resumed_tensors ? (" (resumed after " + std::to_string(r.resumed_tensors) + " tensors)").c_str() : "");
+    return 0;
+  }
+  if (a.has("--quantize")) throw UsageError("--quantize writes packs only (use --format pack)");
+  if (fs::exists(dst)) throw loom::Error(loom::ErrorCode::invalid_argument, "destination already exists", {.file = dst.string()});
+  loom::LoadOptions lo;
+  auto model = load_with_progress(src, lo);
+  loom::ExportOptions eo;
+  eo.dtype = dtype_flag(a);
+  eo.tokenizer = model->tokenizer();
+  loom::export_model(model->config(), model->weights(), dst,
+                     format == "gguf" ? loom::ExportFormat::gguf : loom::ExportFormat::safetensors, eo);
+  if (format == "safetensors" && model->tokenizer()) {
+    const fs::path src_dir = fs::is_directory(src) ? src : src.parent_path();
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json", "added_tokens.json"}) {
+      if (fs::exists(src_dir / name)) fs::copy_file(src_dir / name, dst / name);
+    }
+  }
+  std::fprintf(stderr, "loom: wrote %s\n", dst.c_str());
+  return 0;
+}
+
+int cmd_verify(const Args& a) {
+  if (a.positional().size() != 1) throw UsageError("verify needs exactly one PATH (a loom pack)");
+  const fs::path pack = a.positional()[0];
+  const auto problems = loom::verify_pack(pack);
+  for (const auto& p : problems) {
+    std::printf("%s%s%s: %s\n", p.tensor.empty() ? "" : "tensor ", p.tensor.c_str(), p.tensor.empty() ? p.file.c_str() : (" in " + p.file).c_str(), p.detail.c_str());
+  }
+  if (!problems.empty()) {
+    std::fprintf(stderr, "loom: %zu problem(s) in %s\n", problems.size(), pack.c_str());
+    return kExitVerifyFailed;
+  }
+  std::printf("%s: every data file and tensor matches its index\n", pack.c_str());
+  return 0;
+}
+
+int cmd_tokenize(const Args& a) {
+  if (!a.has("--model")) throw UsageError("tokenize needs --model PATH");
+  std::string text;
+  for (const auto& p : a.positional()) text += (text.empty() ? "" : " ") + p;
+  const auto tok = loom::Tokenizer::load(a.text("--model"));
+  const auto ids = tok->encode(text, !a.has("--no-special"), a.has("--parse-special"));
+  for (int32_t id : ids) {
+    std::string piece = tok->token_to_piece(id);
+    std::string shown;
+    for (unsigned char ch : piece) {
+      if (ch == '\n') {
+        shown += "\\n";
+      } else if (ch < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+        shown += buf;
+      } else {
+        shown += static_cast<char>(ch);
+      }
+    }
+    std::printf("%d\t'%s'\n", id, shown.c_str());
+  }
+  std::printf("%zu tokens\n", ids.size());
+  return 0;
+}
+
+int cmd_bench(const Args& a) {
+  fs::path path = a.text("--model");
+  if (path.empty()) path = ensure_demo_model();
+  const int prompt_tokens = static_cast<int>(a.integer("--prompt-tokens", 128));
+  const int gen_tokens = static_cast<int>(a.integer("--gen-tokens", 64));
+  const int reps = static_cast<int>(a.integer("--reps", 5));
+  if (prompt_tokens < 1 || gen_tokens < 1 || reps < 1) throw UsageError("--prompt-tokens, --gen-tokens and --reps must be positive");
+  loom::LoadOptions lo;
+  lo.target_dtype = dtype_flag(a);
+  lo.load_tokenizer = false;
+  auto model = load_with_progress(path, lo);
+  loom::SessionOptions so;
+  so.n_threads = static_cast<int>(a.integer("--threads", 0));
+  so.context_length = prompt_tokens + gen_tokens + 1;
+  loom::Session s(model, so);
+  const int64_t vocab = model->config().vocab_size;
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
+  for (int i = 0; i < prompt_tokens; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+  std::vector<double> pre, dec;
+  using Clock = std::chrono::steady_clock;
+  for (int r = 0; r < reps; ++r) {
+    s.reset();
+    auto t0 = Clock::now();
+    s.prefill(prompt);
+    pre.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    t0 = Clock::now();
+    for (int i = 0; i < gen_tokens; ++i) s.step(static_cast<int32_t>((i * 31 + 7) % vocab));
+    dec.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(pre.begin(), pre.end());
+  std::sort(dec.begin(), dec.end());
+  const double pre_med = pre[pre.size() / 2];
+  const double dec_med = dec[dec.size() / 2];
+  std::printf("model    %s (%s, %.1f MB of weights)\n", path.c_str(), model->config().architecture.c_str(),
+              static_cast<double>(model->weight_bytes()) / 1e6);
+  std::printf("threads  %d\n", s.pool().size());
+  std::printf("prefill  %d tokens: median %.4f s, %.1f tok/s (%d reps)\n", prompt_tokens, pre_med, prompt_tokens / pre_med, reps);
+  std::printf("decode   %d tokens: median %.4f s, %.1f tok/s, %.2f GB/s of weights\n", gen_tokens, dec_med,
+              gen_tokens / dec_med, static_cast<double>(model->weight_bytes()) * gen_tokens / dec_med / 1e9);
+  return 0;
+}
+
+std::vector<Command> commands() {
+  return {
+      {"run", "[--model PATH] [--prompt TEXT | --interactive] [sampling flags]",
+       "Loads a model (the built-in demo model when no --model is given), streams generated text to\n"
+       "stdout, then prints prompt and generation tokens/s. Without --prompt it reads stdin, or asks\n"
+       "interactively on a terminal.",
+       {kModel,
+        {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
+        {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
+        {"--max-tokens", Kind::integer, "tokens to generate (default 128)", {}, "N"},
+        {"--temperature", Kind::number, "0 = greedy (default 0.8)", {}, "T"},
+        {"--top-k", Kind::integer, "0 = off (default 40)", {}, "K"},
+        {"--top-p", Kind::number, "1 = off (default 0.95)", {}, "P"},
+        {"--min-p", Kind::number, "0 = off (default 0.05)", {}, "P"},
+        {"--repeat-penalty", Kind::number, "1 = off (default 1)", {}, "R"},
+        {"--seed", Kind::integer, "sampling seed", {}, "S"},
+        {"--stop", Kind::list, "stop string (repeatable; not printed)", {}, "TEXT"},
+        kThreads,
+        {"--ctx", Kind::integer, "context length (default: the model's, at most 4096)", {}, "N"},
+        kDtype,
+        {"--no-report", Kind::flag, "do not print the load report"},
+        {"--trace", Kind::flag, "print the per-tensor load trace"},
+        kHelp},
+       cmd_run},
+      {"inspect", "--model PATH [--json] [--trace]",
+       "Loads a model and prints its load report: what was expected and found, where each tensor came\n"
+       "from, conversions, tied weights, time and memory.",
+       {kModel, {"--json", Kind::flag, "print JSON"}, {"--trace", Kind::flag, "every tensor: names, file, offset, dtypes, zero-copy or converted"}, kHelp},
+       cmd_inspect},
+      {"convert", "--model SRC --out DST [--format pack|safetensors|gguf] [--dtype ...] [--quantize TYPE]",
+       "Converts any readable model. The default output is a loom pack (mmap-ready, with provenance);\n"
+       "pack conversion is crash-safe: rerun the same command after an interruption to resume.",
+       {kModel,
+        {"--out", Kind::text, "output directory (pack, safetensors) or .gguf file", {}, "PATH"},
+        {"--format", Kind::choice, "output format (default pack)", {"pack", "safetensors", "gguf"}},
+        kDtype,
+        {"--quantize", Kind::text, "pack only: q8_0, q4_0, q4_k, q6_k", {}, "TYPE"},
+        {"--group", Kind::integer, "group size for group quantization", {}, "N"},
+        kHelp},
+       cmd_convert},
+      {"verify", "PACK", "Checks a pack's data files and every tensor's sha256 against its index (exit 3 on problems).", {kHelp}, cmd_verify},
+      {"tokenize", "--model PATH TEXT...",
+       "Prints the ids and pieces of TEXT (the tokenizer alone is loaded, not the weights).",
+       {kModel, {"--no-special", Kind::flag, "do not add BOS/EOS"}, {"--parse-special", Kind::flag, "special-token text becomes those tokens"}, kHelp},
+       cmd_tokenize},
+      {"bench", "[--model PATH] [--prompt-tokens N] [--gen-tokens N] [--reps N]",
+       "Measures prefill and decode tokens/s (median of repetitions).",
+       {kModel, kThreads, kDtype, {"--prompt-tokens", Kind::integer, "prompt length (default 128)", {}, "N"},
+        {"--gen-tokens", Kind::integer, "decode steps (default 64)", {}, "N"}, {"--reps", Kind::integer, "repetitions (default 5)", {}, "N"}, kHelp},
+       cmd_bench},
+  };
+}
+
+void top_usage(FILE* out) {
+  std::fprintf(out, "usage: loom COMMAND [flags]   (loom %s)\n\ncommands:\n", loom_version_string());
+  for (const auto& c : commands()) std::fprintf(out, "  %-9s %s\n", c.name.c_str(), c.synopsis.c_str());
+  std::fprintf(out, "\n'loom COMMAND --help' describes each command.\nexit codes: 0 ok, 1 error, 2 usage error, 3 verify found problems\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv, argv + argc);
+  if (args.size() < 2 || args[1] == "--help" || args[1] == "-h" || args[1] == "help") {
+    top_usage(args.size() < 2 ? stderr : stdout);
+    return args.size() < 2 ? kExitUsage : 0;
+  }
+  if (args[1] == "--version") {
+    std::printf("loom %s\n", loom_version_string());
+    return 0;
+  }
+  for (const auto& c : commands()) {
+    if (c.name != args[1]) continue;
+    try {
+      const Args parsed = loom::cli::parse(c.flags, args, 2);
+      if (parsed.has("--help")) {
+        std::printf("%s", loom::cli::usage(c.name, c.synopsis, c.about, c.flags).c_str());
+        return 0;
+      }
+      if (c.name != "verify" && c.name != "tokenize" && !parsed.positional().empty()) {
+        throw UsageError("unexpected argument '" + parsed.positional()[0] + "'");
+      }
+      return c.run(parsed);
+    } catch (const UsageError& e) {
+      std::fprintf(stderr, "loom %s: %s\n", c.name.c_str(), e.what());
+      return kExitUsage;
+    } catch (const loom::ManifestError& e) {
+      std::fprintf(stderr, "\nloom: error: %s\n", e.what());
+      return kExitError;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "\nloom: error: %s\n", e.what());
+      return kExitError;
+    }
+  }
+  std::fprintf(stderr, "loom: unknown command '%s'\n\n", args[1].c_str());
+  top_usage(stderr);
+  return kExitUsage;
+}

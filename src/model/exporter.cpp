@@ -1,0 +1,343 @@
+#include "loom/exporter.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <numbers>
+#include <set>
+
+#include "common/json_writer.hpp"
+#include "loom/convert.hpp"
+#include "loom/error.hpp"
+#include "loom/format.hpp"
+#include "loom/tokenizer.hpp"
+#include "model/architectures.hpp"
+#include "model/weight_slots.hpp"
+#include "model/rope_order.hpp"
+
+namespace loom {
+
+namespace {
+
+const arch::ArchitectureSpec& spec_of(const ModelConfig& config) {
+  const auto* spec = arch::find_by_name(config.architecture);
+  if (spec == nullptr) throw Error(ErrorCode::unsupported, "no architecture table for '" + config.architecture + "'");
+  return *spec;
+}
+
+Tensor with_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  if (!can_convert(t.dtype(), dtype)) {
+    throw Error(ErrorCode::unsupported, "cannot convert " + std::string(dtype_name(t.dtype())) + " to " +
+                                            std::string(dtype_name(dtype)));
+  }
+  Tensor out = Tensor::empty(t.shape(), dtype);
+  convert(t.dtype(), t.raw_data(), dtype, out.mutable_raw_data(), static_cast<size_t>(t.numel()));
+  return out;
+}
+
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  if (parts.size() == 1) return parts[0];
+  const DType dtype = parts[0].dtype();
+  int64_t rows = 0;
+  for (const auto& p : parts) {
+    if (p.dtype() != dtype) throw Error(ErrorCode::internal, "fused parts differ in dtype");
+    rows += p.shape()[0];
+  }
+  const Shape shape = parts[0].shape().rank() == 1 ? Shape{rows} : Shape{rows, parts[0].shape()[1]};
+  Tensor out = Tensor::empty(shape, dtype);
+  auto* dst = static_cast<std::byte*>(out.mutable_raw_data());
+  for (const auto& p : parts) {
+    std::memcpy(dst, p.raw_data(), static_cast<size_t>(p.nbytes()));
+    dst += p.nbytes();
+  }
+  return out;
+}
+
+bool tied(const ModelConfig& config, const ModelWeights& w) {
+  return config.tie_word_embeddings && w.output.defined() && w.output.shares_storage_with(w.token_embd) &&
+         w.output.raw_data() == w.token_embd.raw_data();
+}
+
+// The external tensors of `format`'s naming (HF or GGUF), fused and laid out as the
+// architecture table says.
+std::vector<NamedTensor> external_tensors(const ModelConfig& config, const ModelWeights& w,
+                                          bool gguf, const ExportOptions& options) {
+  const auto& spec = spec_of(config);
+  const auto rules = gguf ? spec.gguf_names_map : spec.hf_names;
+  const std::string prefix = gguf ? "" : std::string(spec.prefixes[0]);
+  const bool want_interleaved = gguf && spec.gguf_rope_interleaved;
+  std::vector<NamedTensor> out;
+  std::set<std::string> done;
+  if (tied(config, w)) done.insert("output");
+
+  auto slot_tensor = [&](std::string_view slot_name, int64_t layer) -> std::optional<Tensor> {
+    const auto* slot = slots::find_slot(slot_name);
+    if (slot == nullptr || !slot->needed(config)) return std::nullopt;
+    if (slot->per_layer != (layer >= 0)) return std::nullopt;
+    Tensor t = slots::tensor_of(w, *slot, layer < 0 ? 0 : layer);
+    if (!t.defined()) return std::nullopt;
+    if (slot->role == slots::Role::vector) {
+      t = with_dtype(t, DType::f32);
+    } else if (options.dtype) {
+      t = with_dtype(t, *options.dtype);
+    }
+    const bool qk = slot_name == "attn_q" || slot_name == "attn_k" || slot_name == "attn_q_bias" ||
+                    slot_name == "attn_k_bias";
+    if (qk && want_interleaved != w.rope_interleaved) {
+      const int64_t heads = slot_name.starts_with("attn_q") ? config.n_heads : config.n_kv_heads;
+      t = want_interleaved ? rope_order::half_to_interleaved(t, heads, config.head_dim)
+                           : rope_order::interleaved_to_half(t, heads, config.head_dim);
+    }
+    return t;
+  };
+
+  for (const auto& rule : rules) {
+    const bool per_layer = rule.pattern.find("{N}") != std::string_view::npos;
+    const int64_t layers = per_layer ? config.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      const int64_t layer = per_layer ? l : -1;
+      std::vector<Tensor> parts;
+      std::vector<std::string> names;
+      bool usable = true;
+      for (auto target : rule.targets) {
+        if (target.empty()) continue;
+        const auto* slot = slots::find_slot(target);
+        const std::string full = slot ? slots::full_name(*slot, layer) : std::string(target);
+        auto t = slot_tensor(target, layer);
+        if (!t || done.count(full)) {
+          usable = false;
+          break;
+        }
+        parts.push_back(*t);
+        names.push_back(full);
+      }
+      if (!usable || parts.empty()) continue;
+      Tensor t = concat_rows(parts);
+      if (rule.transposed && t.shape().rank() == 2) t = t.transpose2d().copy();
+      std::string name(rule.pattern);
+      if (auto at = name.find("{N}"); at != std::string::npos) name.replace(at, 3, std::to_string(l));
+      out.push_back({prefix + name, t});
+      done.insert(names.begin(), names.end());
+    }
+  }
+  // Every slot the config needs must have found a name in this format.
+  for (const auto& slot : slots::all_slots()) {
+    if (!slot.needed(config)) continue;
+    const int64_t layers = slot.per_layer ? config.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string full = slots::full_name(slot, l);
+      if (!done.count(full)) {
+        throw Error(ErrorCode::unsupported, "no " + std::string(gguf ? "GGUF" : "Hugging Face") +
+                                                " name for " + full + " in the " + config.architecture + " table");
+      }
+    }
+  }
+  return out;
+}
+
+void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) throw Error(ErrorCode::io, "cannot write", {.file = tmp});
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// ---- GGUF metadata ----
+
+std::vector<float> llama3_rope_factors(const ModelConfig& c) {
+  const auto& rs = c.rope_scaling;
+  const double orig = static_cast<double>(rs.original_max_positions);
+  const double low_wavelen = orig / rs.low_freq_factor;
+  const double high_wavelen = orig / rs.high_freq_factor;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < c.rope_dims / 2; ++i) {
+    const double freq = 1.0 / std::pow(c.rope_theta, 2.0 * static_cast<double>(i) / static_cast<double>(c.rope_dims));
+    const double wavelen = 2.0 * std::numbers::pi / freq;
+    double f = 1.0;
+    if (wavelen > low_wavelen) {
+      f = rs.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (orig / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+      f = 1.0 / ((1.0 - smooth) / rs.factor + smooth);
+    }
+    factors.push_back(static_cast<float>(f));
+  }
+  return factors;
+}
+
+Tensor f32_vector(const std::vector<double>& v) {
+  Tensor t = Tensor::empty(Shape{static_cast<int64_t>(v.size())}, DType::f32);
+  for (size_t i = 0; i < v.size(); ++i) t.mutable_data<float>()[i] = static_cast<float>(v[i]);
+  return t;
+}
+
+Metadata gguf_metadata(const ModelConfig& c, const arch::ArchitectureSpec& spec,
+                       std::vector<NamedTensor>& extra_tensors, const std::shared_ptr<const Tokenizer>& tok) {
+  using T = MetaValue::Type;
+  const std::string a(spec.gguf_names[0].empty() ? std::string_view("llama") : spec.gguf_names[0]);
+  Metadata md;
+  auto u32 = [&](const std::string& k, int64_t v) { md.set(a + "." + k, MetaValue::of_uint(static_cast<uint64_t>(v), T::u32)); };
+  auto f32 = [&](const std::string& k, double v) { md.set(a + "." + k, MetaValue::of_float(v, T::f32)); };
+  md.set("general.architecture", MetaValue::of_string(a));
+  md.set("general.name", MetaValue::of_string(c.architecture));
+  md.set("general.file_type", MetaValue::of_uint(0, T::u32));
+  u32("context_length", c.max_positions);
+  u32("embedding_length", c.hidden_size);
+  u32("block_count", c.n_layers);
+  u32("feed_forward_length", c.intermediate_size);
+  u32("attention.head_count", c.n_heads);
+  u32("attention.head_count_kv", c.n_kv_heads);
+  if (c.norm == NormKind::rms_norm) {
+    f32("attention.layer_norm_rms_epsilon", c.norm_eps);
+  } else {
+    f32("attention.layer_norm_epsilon", c.norm_eps);
+  }
+  if (c.position == PositionKind::rope) {
+    f32("rope.freq_base", c.rope_theta);
+    u32("rope.dimension_count", c.rope_dims);
+  }
+  if (c.head_dim * c.n_heads != c.hidden_size) {
+    u32("attention.key_length", c.head_dim);
+    u32("attention.value_length", c.head_dim);
+  }
+  u32("vocab_size", c.vocab_size);
+  if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+  switch (c.rope_scaling.kind) {
+    case RopeScalingKind::none: break;
+    case RopeScalingKind::linear:
+      md.set(a + ".rope.scaling.type", MetaValue::of_string("linear"));
+      f32("rope.scaling.factor", c.rope_scaling.factor);
+      break;
+    case RopeScalingKind::llama3: {
+      auto factors = llama3_rope_factors(c);
+      extra_tensors.push_back({"rope_freqs.weight", f32_vector(std::vector<double>(factors.begin(), factors.end()))});
+      break;
+    }
+    case RopeScalingKind::longrope:
+      extra_tensors.push_back({"rope_factors_long.weight", f32_vector(c.rope_scaling.long_factor)});
+      extra_tensors.push_back({"rope_factors_short.weight", f32_vector(c.rope_scaling.short_factor)});
+      u32("rope.scaling.original_context_length", c.rope_scaling.original_max_positions);
+      break;
+  }
+  if (tok && tok->has_gguf_metadata()) {
+    const Metadata tokenizer_md = tok->to_gguf_metadata();
+    for (const auto& [key, value] : tokenizer_md.entries()) md.set(key, value);
+  } else {
+    if (c.bos_token_id) md.set("tokenizer.ggml.bos_token_id", MetaValue::of_uint(static_cast<uint64_t>(*c.bos_token_id), T::u32));
+    if (!c.eos_token_ids.empty()) {
+      md.set("tokenizer.ggml.eos_token_id", MetaValue::of_uint(static_cast<uint64_t>(c.eos_token_ids[0]), T::u32));
+    }
+  }
+  return md;
+}
+
+}  // namespace
+
+std::string hf_config_json(const ModelConfig& c) {
+  const auto& spec = spec_of(c);
+  const auto& k = spec.hf_keys;
+  JsonWriter w;
+  w.begin_object();
+  w.key("architectures").begin_array().value(spec.hf_classes[0]).end_array();
+  w.field("model_type", spec.hf_model_types[0]);
+  w.field(k.vocab_size[0], c.vocab_size);
+  w.field(k.hidden_size[0], c.hidden_size);
+  w.field(k.intermediate_size[0], c.intermediate_size);
+  w.field(k.n_layers[0], c.n_layers);
+  w.field(k.n_heads[0], c.n_heads);
+  if (c.norm == NormKind::rms_norm) w.field(k.n_kv_heads[0], c.n_kv_heads);
+  if (c.head_dim * c.n_heads != c.hidden_size) w.field("head_dim", c.head_dim);
+  w.field(k.max_positions[0], c.max_positions);
+  w.field(k.norm_eps[0], c.norm_eps);
+  if (c.position == PositionKind::rope) {
+    w.field("rope_theta", c.rope_theta);
+    if (c.rope_dims != c.head_dim) w.field("partial_rotary_factor", static_cast<double>(c.rope_dims) / static_cast<double>(c.head_dim));
+    w.key("rope_scaling");
+    const auto& rs = c.rope_scaling;
+    switch (rs.kind) {
+      case RopeScalingKind::none: w.null(); break;
+      case RopeScalingKind::linear:
+        w.begin_object().field("rope_type", "linear").field("factor", rs.factor).end_object();
+        break;
+      case RopeScalingKind::llama3:
+        w.begin_object().field("rope_type", "llama3").field("factor", rs.factor);
+        w.field("low_freq_factor", rs.low_freq_factor).field("high_freq_factor", rs.high_freq_factor);
+        w.field("original_max_position_embeddings", rs.original_max_positions).end_object();
+        break;
+      case RopeScalingKind::longrope:
+        w.begin_object().field("rope_type", "longrope");
+        w.key("short_factor").begin_array();
+        for (double f : rs.short_factor) w.value(f);
+        w.end_array().key("long_factor").begin_array();
+        for (double f : rs.long_factor) w.value(f);
+        w.end_array().end_object();
+        w.field("original_max_position_embeddings", rs.original_max_positions);
+        break;
+    }
+  }
+  if (c.ffn == FfnKind::swiglu) {
+    w.field("hidden_act", "silu");
+  } else {
+    w.field("activation_function", "gelu_new");
+  }
+  if (spec.name == "llama" || spec.name == "mistral") {
+    w.field("attention_bias", c.qkv_bias).field("mlp_bias", c.ffn_bias);
+  }
+  if (spec.honours_sliding_window) {
+    w.key("sliding_window");
+    if (c.sliding_window > 0) {
+      w.value(c.sliding_window);
+    } else {
+      w.null();
+    }
+  }
+  w.field("tie_word_embeddings", c.tie_word_embeddings);
+  if (c.bos_token_id) w.field("bos_token_id", static_cast<int64_t>(*c.bos_token_id));
+  if (c.eos_token_ids.size() == 1) {
+    w.field("eos_token_id", static_cast<int64_t>(c.eos_token_ids[0]));
+  } else if (!c.eos_token_ids.empty()) {
+    w.key("eos_token_id").begin_array();
+    for (int32_t id : c.eos_token_ids) w.value(static_cast<int64_t>(id));
+    w.end_array();
+  }
+  w.field("torch_dtype", c.torch_dtype.empty() ? std::string("float32") : c.torch_dtype);
+  w.end_object();
+  return w.str() + "\n";
+}
+
+void export_model(const ModelConfig& config, const ModelWeights& weights, const std::filesystem::path& out,
+                  ExportFormat format, const ExportOptions& options) {
+  config.validate();
+  if (format == ExportFormat::gguf) {
+    auto tensors = external_tensors(config, weights, true, options);
+    std::vector<NamedTensor> extra;
+    const Metadata md = gguf_metadata(config, spec_of(config), extra, options.tokenizer);
+    tensors.insert(tensors.end(), extra.begin(), extra.end());
+    write_gguf(out, md, tensors);
+    return;
+  }
+  std::filesystem::create_directories(out);
+  const auto tensors = external_tensors(config, weights, false, options);
+  switch (format) {
+    case ExportFormat::safetensors:
+      write_safetensors(out / "model.safetensors", tensors, {{"format", "pt"}});
+      break;
+    case ExportFormat::safetensors_sharded:
+      write_safetensors_sharded(out, "model", tensors, options.shards, {{"format", "pt"}});
+      break;
+    case ExportFormat::torch:
+      write_torch(out / "pytorch_model.bin", tensors);
+      break;
+    case ExportFormat::npy:
+      for (const auto& t : tensors) write_npy(out / (t.name + ".npy"), t.tensor);
+      break;
+    case ExportFormat::gguf: break;
+  }
+  write_text_atomically(out / "config.json", hf_config_json(config));
+}
+
+}  // namespace loom

@@ -1,0 +1,123 @@
+#include "loom/load_report.hpp"
+
+#include <fmt/format.h>
+
+#include "common/json_writer.hpp"
+
+namespace loom {
+
+namespace {
+
+std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+void write_stats(JsonWriter& w, const ConvertStats& s) {
+  w.begin_object();
+  w.field("nan", s.nan_count).field("inf", s.inf_count).field("clamped", s.clamped_count);
+  w.end_object();
+}
+
+std::string shape_json(const Shape& s) {
+  std::string out = "[";
+  for (int i = 0; i < s.rank(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string LoadReport::to_text(bool trace) const {
+  std::string out;
+  out += fmt::format("model      {}\n", source_path);
+  out += fmt::format("format     {} ({} file{})\n", format, files.size(), files.size() == 1 ? "" : "s");
+  out += fmt::format("arch       {}\n", architecture);
+  out += fmt::format("tensors    {} expected, {} loaded: {} zero-copy, {} converted\n", expected_tensors,
+                     loaded_tensors, zero_copy_tensors, converted_tensors);
+  for (const auto& t : tied) out += fmt::format("tied       {}\n", t);
+  if (conversion_totals.nan_count || conversion_totals.inf_count || conversion_totals.clamped_count) {
+    out += fmt::format("conversion {} NaN, {} Inf, {} clamped\n", conversion_totals.nan_count,
+                       conversion_totals.inf_count, conversion_totals.clamped_count);
+  }
+  out += fmt::format("memory     weights mapped {}, owned {}; buffers peak {}; KV cache {} ({} ctx x {} in {})\n",
+                     mib(memory.mapped_weight_bytes), mib(memory.owned_weight_bytes),
+                     mib(memory.transient_peak_bytes), mib(memory.kv_cache_bytes), memory.kv_context,
+                     memory.kv_batch, dtype_name(memory.kv_dtype));
+  out += fmt::format("rss        {} before, {} peak during load\n", mib(memory.rss_before_bytes),
+                     mib(memory.rss_peak_bytes));
+  out += fmt::format("time       {:.3f} s\n", load_seconds);
+  if (!tokenizer.empty()) out += fmt::format("tokenizer  {}\n", tokenizer);
+  for (const auto& n : notes) out += fmt::format("note       {}\n", n);
+  for (const auto& w : warnings) out += fmt::format("warning    {}: {}\n", problem_kind_name(w.kind), w.detail);
+  for (const auto& i : ignored) out += fmt::format("ignored    {}\n", i);
+  if (!trace) return out;
+  out += fmt::format("\n{:<24} {:<48} {:>10} {:<8} {:<8} {:<9} {}\n", "internal", "external", "offset",
+                     "stored", "memory", "how", "layout");
+  for (const auto& t : tensors) {
+    if (t.external_name.empty()) continue;
+    const std::string how = t.tied ? "tied" : t.zero_copy ? "zero-copy" : "converted";
+    out += fmt::format("{:<24} {:<48} {:>10} {:<8} {:<8} {:<9} {}\n", t.internal_name, t.external_name,
+                       t.offset, dtype_name(t.stored_dtype), dtype_name(t.dtype), how, t.layout_change);
+  }
+  return out;
+}
+
+std::string LoadReport::to_json(bool trace) const {
+  JsonWriter w;
+  w.begin_object();
+  w.field("source", source_path).field("format", format).field("architecture", architecture);
+  w.key("files").begin_array();
+  for (const auto& f : files) w.value(f);
+  w.end_array();
+  w.key("tensors").begin_object();
+  w.field("expected", expected_tensors).field("loaded", loaded_tensors);
+  w.field("zero_copy", zero_copy_tensors).field("converted", converted_tensors);
+  w.end_object();
+  w.key("tied").begin_array();
+  for (const auto& t : tied) w.value(t);
+  w.end_array();
+  w.key("conversion");
+  write_stats(w, conversion_totals);
+  w.key("memory").begin_object();
+  w.field("mapped_weight_bytes", memory.mapped_weight_bytes);
+  w.field("owned_weight_bytes", memory.owned_weight_bytes);
+  w.field("transient_peak_bytes", memory.transient_peak_bytes);
+  w.field("kv_cache_bytes", memory.kv_cache_bytes);
+  w.field("kv_context", memory.kv_context).field("kv_batch", memory.kv_batch);
+  w.field("kv_dtype", dtype_name(memory.kv_dtype));
+  w.field("rss_before_bytes", memory.rss_before_bytes).field("rss_peak_bytes", memory.rss_peak_bytes);
+  w.end_object();
+  w.field("load_seconds", load_seconds);
+  w.field("tokenizer", tokenizer);
+  w.key("notes").begin_array();
+  for (const auto& n : notes) w.value(n);
+  w.end_array();
+  w.key("warnings").begin_array();
+  for (const auto& p : warnings) {
+    w.begin_object();
+    w.field("kind", problem_kind_name(p.kind)).field("internal", p.internal_name);
+    w.field("external", p.external_name).field("detail", p.detail);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("ignored").begin_array();
+  for (const auto& i : ignored) w.value(i);
+  w.end_array();
+  if (trace) {
+    w.key("trace").begin_array();
+    for (const auto& t : tensors) {
+      if (t.external_name.empty()) continue;
+      w.begin_object();
+      w.field("internal", t.internal_name).field("external", t.external_name).field("file", t.file);
+      w.field("offset", t.offset).field("stored_bytes", t.stored_bytes);
+      w.key("shape").raw(shape_json(t.shape));
+      w.field("stored_dtype", dtype_name(t.stored_dtype)).field("dtype", dtype_name(t.dtype));
+      w.field("layout_change", t.layout_change).field("zero_copy", t.zero_copy).field("tied", t.tied);
+      w.key("conversion");
+      write_stats(w, t.conversion);
+      w.end_object();
+    }
+    w.end_array();
+  }
+  w.end_object();
+  return w.str();
+}
+
+}  // namespace loom

@@ -1,0 +1,627 @@
+#include "loom/pack.hpp"
+
+#include <fcntl.h>
+#include <simdjson.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "common/json_writer.hpp"
+#include "common/sha256.hpp"
+#include "loom/convert.hpp"
+#include "loom/error.hpp"
+#include "loom/exporter.hpp"
+#include "loom/format.hpp"
+#include "loom/tokenizer.hpp"
+#include "model/pack_internal.hpp"
+#include "model/weight_slots.hpp"
+#include "tensor/quant/quant.hpp"
+
+namespace fs = std::filesystem;
+
+namespace loom {
+
+namespace {
+
+constexpr int kPackVersion = 1;
+constexpr uint64_t kAlignment = 64;
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::io, "cannot read", {.file = path.string()});
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw Error(ErrorCode::io, "cannot write", {.file = tmp.string()});
+  }
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  fs::rename(tmp, path);
+}
+
+std::string creation_time() {
+  // SOURCE_DATE_EPOCH makes conversions reproducible (the reproducible-builds convention).
+  std::time_t t = std::time(nullptr);
+  if (const char* epoch = std::getenv("SOURCE_DATE_EPOCH"); epoch != nullptr && *epoch) {
+    t = static_cast<std::time_t>(std::strtoll(epoch, nullptr, 10));
+  }
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The revision a model directory came from: a Hugging Face cache snapshot name, or the
+// commit a git checkout's HEAD points at.
+std::string source_revision(const fs::path& src) {
+  fs::path dir = fs::is_directory(src) ? src : src.parent_path();
+  std::error_code ec;
+  dir = fs::weakly_canonical(dir, ec);
+  if (dir.parent_path().filename() == "snapshots") return "hf-snapshot:" + dir.filename().string();
+  for (fs::path d = dir; !d.empty() && d != d.root_path(); d = d.parent_path()) {
+    const fs::path head = d / ".git" / "HEAD";
+    if (!fs::exists(head, ec)) continue;
+    std::string ref = read_text(head);
+    while (!ref.empty() && (ref.back() == '\n' || ref.back() == '\r')) ref.pop_back();
+    if (ref.rfind("ref: ", 0) == 0) {
+      const fs::path ref_file = d / ".git" / ref.substr(5);
+      if (fs::exists(ref_file, ec)) {
+        std::string commit = read_text(ref_file);
+        while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+        return "git:" + commit;
+      }
+      return "git:" + ref.substr(5);
+    }
+    return "git:" + ref;
+  }
+  return "";
+}
+
+struct PackedTensor {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  std::string layout = "row_major";
+  std::string file;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::string sha256;
+  std::string tied_to;  // internal name of the tensor whose bytes this one shares
+};
+
+std::string shape_json(const Shape& s) {
+  std::string out = "[";
+  for (int i = 0; i < s.rank(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+void write_tensor_entry(JsonWriter& w, const PackedTensor& t) {
+  w.begin_object();
+  w.field("name", t.name).field("dtype", dtype_name(t.dtype));
+  w.key("shape").raw(shape_json(t.shape));
+  w.field("layout", t.layout);
+  if (!t.tied_to.empty()) {
+    w.field("tied_to", t.tied_to);
+  } else {
+    w.field("file", t.file).field("offset", t.offset).field("length", t.length).field("sha256", t.sha256);
+  }
+  w.end_object();
+}
+
+// ---- reading index.json / checkpoint.json ----
+
+simdjson::dom::element parse_json(simdjson::dom::parser& parser, const simdjson::padded_string& text,
+                                  const fs::path& path) {
+  simdjson::dom::element root;
+  if (auto err = parser.parse(text).get(root); err) {
+    throw Error(ErrorCode::format, std::string("not valid JSON: ") + simdjson::error_message(err),
+                {.file = path.string()});
+  }
+  return root;
+}
+
+template <typename T>
+T field(simdjson::dom::element e, std::string_view key, const fs::path& path) {
+  T value{};
+  if (e[key].get(value) != simdjson::SUCCESS) {
+    throw Error(ErrorCode::format, "field '" + std::string(key) + "' is missing or has the wrong type",
+                {.file = path.string()});
+  }
+  return value;
+}
+
+std::vector<PackedTensor> read_tensor_entries(simdjson::dom::element root, const fs::path& path) {
+  std::vector<PackedTensor> out;
+  for (simdjson::dom::element t : field<simdjson::dom::array>(root, "tensors", path)) {
+    PackedTensor p;
+    p.name = std::string(field<std::string_view>(t, "name", path));
+    const auto dtype = dtype_from_name(field<std::string_view>(t, "dtype", path));
+    if (!dtype) throw Error(ErrorCode::format, "unknown dtype", {.file = path.string(), .tensor = p.name});
+    p.dtype = *dtype;
+    std::vector<int64_t> dims;
+    for (simdjson::dom::element d : field<simdjson::dom::array>(t, "shape", path)) {
+      int64_t v = 0;
+      if (d.get(v) != simdjson::SUCCESS) throw Error(ErrorCode::format, "bad shape", {.file = path.string(), .tensor = p.name});
+      dims.push_back(v);
+    }
+    p.shape = Shape(std::span<const int64_t>(dims));
+    p.layout = std::string(field<std::string_view>(t, "layout", path));
+    std::string_view tied;
+    if (t["tied_to"].get(tied) == simdjson::SUCCESS) {
+      p.tied_to = std::string(tied);
+    } else {
+      p.file = std::string(field<std::string_view>(t, "file", path));
+      p.offset = field<uint64_t>(t, "offset", path);
+      p.length = field<uint64_t>(t, "length", path);
+      p.sha256 = std::string(field<std::string_view>(t, "sha256", path));
+      if (p.file.find('/') != std::string::npos || p.file.find("..") != std::string::npos) {
+        throw Error(ErrorCode::format, "data file name '" + p.file + "' leaves the pack",
+                    {.file = path.string(), .tensor = p.name});
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// ---- conversion of one tensor into pack bytes ----
+
+Tensor pack_bytes_of(const Tensor& t, bool is_vector, const PackOptions& o, std::string& dtype_note) {
+  if (is_vector) {
+    return t.dtype() == DType::f32 ? t : [&] {
+      Tensor out = Tensor::empty(t.shape(), DType::f32);
+      convert(t.dtype(), t.raw_data(), DType::f32, out.mutable_raw_data(), static_cast<size_t>(t.numel()));
+      return out;
+    }();
+  }
+  if (!o.quantize.empty()) {
+    const auto q = dtype_from_name(o.quantize);
+    if (!q || !quant::can_quantize(*q)) {
+      throw Error(ErrorCode::unsupported, "cannot quantize to '" + o.quantize + "'");
+    }
+    if (t.shape().row_length() % dtype_traits(*q).block_elems != 0) {
+      dtype_note = "rows of " + std::to_string(t.shape().row_length()) + " are not whole " + o.quantize + " blocks; kept";
+      return t;
+    }
+    std::vector<float> values(static_cast<size_t>(t.numel()));
+    convert(t.dtype(), t.raw_data(), DType::f32, values.data(), values.size());
+    Tensor out = Tensor::empty(t.shape(), *q);
+    quant::quantize(*q, values.data(), out.mutable_raw_data(), static_cast<size_t>(t.numel()));
+    return out;
+  }
+  if (o.dtype && *o.dtype != t.dtype()) {
+    Tensor out = Tensor::empty(t.shape(), *o.dtype);
+    convert(t.dtype(), t.raw_data(), *o.dtype, out.mutable_raw_data(), static_cast<size_t>(t.numel()));
+    return out;
+  }
+  return t;
+}
+
+struct Checkpoint {
+  std::string fingerprint;  // source + options; a different one means start over
+  std::string created;
+  std::vector<PackedTensor> tensors;
+};
+
+std::string checkpoint_json(const Checkpoint& c) {
+  JsonWriter w;
+  w.begin_object();
+  w.field("version", kPackVersion).field("fingerprint", c.fingerprint).field("created", c.created);
+  w.key("tensors").begin_array();
+  for (const auto& t : c.tensors) write_tensor_entry(w, t);
+  w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+std::optional<Checkpoint> read_checkpoint(const fs::path& path) {
+  if (!fs::exists(path)) return std::nullopt;
+  try {
+    simdjson::dom::parser parser;
+    const simdjson::padded_string text(read_text(path));
+    const auto root = parse_json(parser, text, path);
+    Checkpoint c;
+    c.fingerprint = std::string(field<std::string_view>(root, "fingerprint", path));
+    c.created = std::string(field<std::string_view>(root, "created", path));
+    c.tensors = read_tensor_entries(root, path);
+    return c;
+  } catch (const Error&) {
+    return std::nullopt;  // a torn or foreign checkpoint: start over
+  }
+}
+
+std::string options_fingerprint(const fs::path& src, const PackOptions& o) {
+  std::string f = fs::absolute(src).lexically_normal().string();
+  std::error_code ec;
+  if (fs::is_directory(src)) {
+    for (const auto& e : fs::directory_iterator(src, ec)) {
+      if (e.is_regular_file()) f += "|" + e.path().filename().string() + ":" + std::to_string(e.file_size());
+    }
+  } else {
+    f += ":" + std::to_string(fs::file_size(src, ec));
+  }
+  f += "|dtype=" + std::string(o.dtype ? dtype_name(*o.dtype) : "keep");
+  f += "|quantize=" + o.quantize + "|group=" + std::to_string(o.group_size);
+  f += "|max=" + std::to_string(o.max_data_file_bytes);
+  return sha256_hex(f.data(), f.size());
+}
+
+// Hashes `length` bytes of `file` at `offset`; false when the file is too short.
+bool hash_range(const fs::path& file, uint64_t offset, uint64_t length, std::string& out) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return false;
+  in.seekg(static_cast<std::streamoff>(offset));
+  Sha256 h;
+  std::vector<char> buf(size_t{1} << 20);
+  uint64_t left = length;
+  while (left > 0) {
+    const auto n = static_cast<std::streamsize>(std::min<uint64_t>(left, buf.size()));
+    in.read(buf.data(), n);
+    if (in.gcount() != n) return false;
+    h.update(buf.data(), static_cast<size_t>(n));
+    left -= static_cast<uint64_t>(n);
+  }
+  out = h.finish_hex();
+  return true;
+}
+
+}  // namespace
+
+bool is_pack(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec) || !fs::exists(path / "index.json", ec)) return false;
+  try {
+    simdjson::dom::parser parser;
+    const simdjson::padded_string text(read_text(path / "index.json"));
+    simdjson::dom::element root;
+    if (parser.parse(text).get(root) != simdjson::SUCCESS) return false;
+    std::string_view format;
+    return root["format"].get(format) == simdjson::SUCCESS && format == "loom-pack";
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+namespace pack_detail {
+
+std::unique_ptr<WeightSource> open_pack(const fs::path& dir, const OpenOptions& options) {
+  const fs::path index_path = dir / "index.json";
+  simdjson::dom::parser parser;
+  const simdjson::padded_string text(read_text(index_path));
+  const auto root = parse_json(parser, text, index_path);
+  const int64_t version = field<int64_t>(root, "version", index_path);
+  if (version != kPackVersion) {
+    throw Error(ErrorCode::unsupported, "pack version " + std::to_string(version) + " (this loom reads " +
+                                            std::to_string(kPackVersion) + ")", {.file = index_path.string()});
+  }
+  const auto entries = read_tensor_entries(root, index_path);
+  std::vector<SourceFile> files;
+  std::map<std::string, uint32_t> file_index;
+  std::vector<TensorRecord> records;
+  for (const auto& e : entries) {
+    if (!e.tied_to.empty()) continue;  // the manifest ties it
+    auto [it, inserted] = file_index.emplace(e.file, static_cast<uint32_t>(files.size()));
+    if (inserted) {
+      const fs::path p = dir / e.file;
+      auto mapped = MappedFile::open(p.string(), options.io_mode, options.fs_magic_override);
+      files.push_back({p.string(), mapped->size(), mapped});
+    }
+    const SourceFile& f = files[it->second];
+    const int64_t want = dtype_bytes(e.dtype, e.shape.numel(), e.shape.row_length());
+    if (static_cast<uint64_t>(want) != e.length || e.offset > f.size || e.length > f.size - e.offset) {
+      throw Error(ErrorCode::format, "tensor bytes do not fit its shape or its data file",
+                  {.file = f.path, .tensor = e.name, .offset = e.offset});
+    }
+    TensorRecord r;
+    r.name = e.name;
+    r.dtype = e.dtype;
+    r.shape = e.shape;
+    r.file_index = it->second;
+    r.offset = e.offset;
+    r.nbytes = e.length;
+    r.span_bytes = e.length;
+    records.push_back(std::move(r));
+  }
+  Metadata md;
+  bool interleaved = false;
+  if (root["rope_interleaved"].get(interleaved) != simdjson::SUCCESS) interleaved = false;
+  md.set("loom.rope_interleaved", MetaValue::of_bool(interleaved));
+  return std::make_unique<WeightSource>(FormatKind::pack, dir.string(), std::move(files), std::move(records),
+                                        std::move(md));
+}
+
+}  // namespace pack_detail
+
+PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (fs::exists(dst)) throw Error(ErrorCode::invalid_argument, "destination already exists", {.file = dst.string()});
+  const fs::path partial = dst.string() + ".partial";
+  int crash_after = options.crash_after_tensors;
+  if (const char* env = std::getenv("LOOM_TEST_CRASH_AFTER_TENSORS"); env != nullptr && crash_after == 0) {
+    crash_after = std::atoi(env);
+  }
+
+  LoadOptions load = options.load;
+  load.target_dtype.reset();  // convert tensor by tensor below, with bounded memory
+  auto model = load_model(src, load);
+  const ModelConfig& config = model->config();
+  const ModelWeights& weights = model->weights();
+
+  const std::string fingerprint = options_fingerprint(src, options);
+  Checkpoint checkpoint;
+  fs::create_directories(partial);
+  if (auto previous = read_checkpoint(partial / "checkpoint.json"); previous && previous->fingerprint == fingerprint) {
+    checkpoint = std::move(*previous);
+  } else {
+    for (const auto& e : fs::directory_iterator(partial)) fs::remove_all(e.path());
+    checkpoint.fingerprint = fingerprint;
+    checkpoint.created = creation_time();
+  }
+
+  // Re-verify what the interrupted run wrote; keep the longest intact prefix.
+  size_t verified = 0;
+  for (; verified < checkpoint.tensors.size(); ++verified) {
+    const auto& t = checkpoint.tensors[verified];
+    if (!t.tied_to.empty()) continue;
+    std::string hash;
+    if (!hash_range(partial / t.file, t.offset, t.length, hash) || hash != t.sha256) break;
+  }
+  checkpoint.tensors.resize(verified);
+  PackResult result;
+  result.resumed_tensors = static_cast<int64_t>(verified);
+
+  // Where the next tensor goes: after the last verified one (truncating anything beyond).
+  int file_number = 0;
+  uint64_t offset = 0;
+  for (const auto& t : checkpoint.tensors) {
+    if (t.tied_to.empty()) {
+      file_number = std::stoi(t.file.substr(5, 5));
+      offset = t.offset + t.length;
+    }
+  }
+  auto data_name = [](int n) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "data-%05d.bin", n);
+    return std::string(buf);
+  };
+  for (const auto& e : fs::directory_iterator(partial)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("data-", 0) == 0 && name > data_name(file_number)) fs::remove(e.path());
+  }
+  if (fs::exists(partial / data_name(file_number))) fs::resize_file(partial / data_name(file_number), offset);
+
+  // The tensors, in slot order; a tied output shares token_embd's bytes.
+  struct Item {
+    std::string name;
+    const Tensor* tensor;
+    bool vector;
+    bool tied;
+  };
+  std::vector<Item> items;
+  for (const auto& slot : slots::all_slots()) {
+    if (!slot.needed(config)) continue;
+    const int64_t layers = slot.per_layer ? config.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      const Tensor& t = slots::tensor_of(weights, slot, l);
+      const bool tied = slot.name == "output" && config.tie_word_embeddings &&
+                        t.raw_data() == weights.token_embd.raw_data();
+      items.push_back({slots::full_name(slot, l), &t, slot.role == slots::Role::vector, tied});
+    }
+  }
+
+  int fd = -1;
+  auto close_fd = [&] {
+    if (fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+      fd = -1;
+    }
+  };
+  auto open_data = [&](int n) {
+    close_fd();
+    const fs::path p = partial / data_name(n);
+    fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(ErrorCode::io, "cannot open for writing", {.file = p.string()});
+  };
+  auto write_all = [&](const void* data, size_t n, const fs::path& p) {
+    const auto* b = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd, b, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        throw Error(ErrorCode::io, std::string("write failed: ") + std::strerror(errno), {.file = p.string()});
+      }
+      b += w;
+      n -= static_cast<size_t>(w);
+    }
+  };
+
+  std::vector<std::string> notes;
+  try {
+    open_data(file_number);
+    for (size_t i = checkpoint.tensors.size(); i < items.size(); ++i) {
+      const Item& item = items[i];
+      PackedTensor p;
+      p.name = item.name;
+      if (item.tied) {
+        p.tied_to = "token_embd";
+        const auto& embd = checkpoint.tensors.front();
+        p.dtype = embd.dtype;
+        p.shape = item.tensor->shape();
+      } else {
+        std::string note;
+        const Tensor bytes = pack_bytes_of(*item.tensor, item.vector, options, note);
+        if (!note.empty()) notes.push_back(item.name + ": " + note);
+        p.dtype = bytes.dtype();
+        p.shape = bytes.shape();
+        p.length = static_cast<uint64_t>(bytes.nbytes());
+        uint64_t aligned = (offset + kAlignment - 1) / kAlignment * kAlignment;
+        if (aligned > 0 && aligned + p.length > options.max_data_file_bytes) {
+          open_data(++file_number);
+          offset = aligned = 0;
+        }
+        const fs::path path = partial / data_name(file_number);
+        static const char zeros[kAlignment] = {};
+        write_all(zeros, aligned - offset, path);
+        write_all(bytes.raw_data(), p.length, path);
+        p.file = data_name(file_number);
+        p.offset = aligned;
+        p.sha256 = sha256_hex(bytes.raw_data(), p.length);
+        offset = aligned + p.length;
+        result.bytes += static_cast<int64_t>(p.length);
+      }
+      checkpoint.tensors.push_back(std::move(p));
+      const bool last = i + 1 == items.size();
+      if (last || checkpoint.tensors.size() % static_cast<size_t>(std::max(1, options.checkpoint_every)) == 0) {
+        ::fsync(fd);
+        write_text_atomically(partial / "checkpoint.json", checkpoint_json(checkpoint));
+      }
+      if (crash_after > 0 && static_cast<int>(i + 1 - static_cast<size_t>(result.resumed_tensors)) >= crash_after) {
+        std::_Exit(86);  // test hook: die as a crash would, leaving the partial directory
+      }
+      if (options.progress &&
+          !options.progress(static_cast<double>(i + 1) / static_cast<double>(items.size()), item.name)) {
+        ::fsync(fd);
+        write_text_atomically(partial / "checkpoint.json", checkpoint_json(checkpoint));
+        throw Error(ErrorCode::cancelled, "conversion stopped; run it again to resume", {.file = partial.string()});
+      }
+    }
+    close_fd();
+  } catch (...) {
+    close_fd();
+    throw;
+  }
+
+  // Side files: config, tokenizer, index (last), then the atomic rename.
+  write_text_atomically(partial / "config.json", hf_config_json(config));
+  std::string tokenizer_file;
+  const fs::path src_dir = fs::is_directory(src) ? src : src.parent_path();
+  if (model->tokenizer()) {
+    if (fs::exists(src_dir / "tokenizer.json") && !is_pack(src)) {
+      fs::copy_file(src_dir / "tokenizer.json", partial / "tokenizer.json", fs::copy_options::overwrite_existing);
+      if (fs::exists(src_dir / "tokenizer_config.json")) {
+        fs::copy_file(src_dir / "tokenizer_config.json", partial / "tokenizer_config.json",
+                      fs::copy_options::overwrite_existing);
+      }
+      tokenizer_file = "tokenizer.json";
+    } else if (is_pack(src)) {
+      for (auto name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.gguf"}) {
+        if (fs::exists(src / name)) fs::copy_file(src / name, partial / name, fs::copy_options::overwrite_existing);
+      }
+      tokenizer_file = fs::exists(src / "tokenizer.json") ? "tokenizer.json" : "tokenizer.gguf";
+    } else if (model->tokenizer()->has_gguf_metadata()) {
+      write_gguf(partial / "tokenizer.gguf", model->tokenizer()->to_gguf_metadata(), {});
+      tokenizer_file = "tokenizer.gguf";
+    }
+  }
+
+  JsonWriter w;
+  w.begin_object();
+  w.field("format", "loom-pack").field("version", kPackVersion);
+  w.field("architecture", config.architecture);
+  w.field("rope_interleaved", weights.rope_interleaved);
+  w.key("tokenizer");
+  if (tokenizer_file.empty()) {
+    w.null();
+  } else {
+    w.value(tokenizer_file);
+  }
+  w.key("files").begin_array();
+  for (int n = 0; n <= file_number; ++n) {
+    w.begin_object().field("name", data_name(n)).field("size", static_cast<uint64_t>(fs::file_size(partial / data_name(n)))).end_object();
+  }
+  w.end_array();
+  w.key("tensors").begin_array();
+  for (const auto& t : checkpoint.tensors) write_tensor_entry(w, t);
+  w.end_array();
+  w.key("provenance").begin_object();
+  w.key("sources").begin_array();
+  for (const auto& f : model->load_report()->files) {
+    w.begin_object().field("path", fs::absolute(f).lexically_normal().string());
+    w.field("size", static_cast<uint64_t>(fs::file_size(f)));
+    if (options.hash_sources) w.field("sha256", sha256_file(f));
+    w.end_object();
+  }
+  w.end_array();
+  const std::string revision = source_revision(src);
+  w.key("revision");
+  if (revision.empty()) {
+    w.null();
+  } else {
+    w.value(revision);
+  }
+  w.field("converter", std::string("loom ") + LOOM_VERSION_STRING);
+  w.key("options").begin_object();
+  w.field("dtype", options.dtype ? std::string(dtype_name(*options.dtype)) : std::string("keep"));
+  w.field("quantize", options.quantize).field("group_size", options.group_size);
+  w.end_object();
+  w.field("created", checkpoint.created);
+  w.key("notes").begin_array();
+  for (const auto& n : notes) w.value(n);
+  w.end_array();
+  w.end_object();
+  w.end_object();
+  write_text_atomically(partial / "index.json", w.str() + "\n");
+  fs::remove(partial / "checkpoint.json");
+  fs::rename(partial, dst);
+  const int dfd = ::open(dst.parent_path().empty() ? "." : dst.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  result.path = dst;
+  result.tensors = static_cast<int64_t>(checkpoint.tensors.size());
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+std::vector<VerifyProblem> verify_pack(const fs::path& pack) {
+  const fs::path index_path = pack / "index.json";
+  simdjson::dom::parser parser;
+  const simdjson::padded_string text(read_text(index_path));
+  const auto root = parse_json(parser, text, index_path);
+  std::vector<VerifyProblem> problems;
+  for (simdjson::dom::element f : field<simdjson::dom::array>(root, "files", index_path)) {
+    const std::string name(field<std::string_view>(f, "name", index_path));
+    const uint64_t size = field<uint64_t>(f, "size", index_path);
+    std::error_code ec;
+    const fs::path p = pack / name;
+    if (!fs::exists(p, ec)) {
+      problems.push_back({"", p.string(), "data file is missing"});
+    } else if (fs::file_size(p, ec) != size) {
+      problems.push_back({"", p.string(), "data file is " + std::to_string(fs::file_size(p, ec)) +
+                                              " bytes, the index says " + std::to_string(size)});
+    }
+  }
+  for (const auto& t : read_tensor_entries(root, index_path)) {
+    if (!t.tied_to.empty()) continue;
+    const fs::path p = pack / t.file;
+    std::string hash;
+    if (!hash_range(p, t.offset, t.length, hash)) {
+      problems.push_back({t.name, p.string(), "bytes " + std::to_string(t.offset) + ".." +
+                                                  std::to_string(t.offset + t.length) + " are not all in the file"});
+    } else if (hash != t.sha256) {
+      problems.push_back({t.name, p.string(), "sha256 is " + hash + ", the index says " + t.sha256});
+    }
+  }
+  return problems;
+}
+
+}  // namespace loom

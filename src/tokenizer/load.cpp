@@ -1,0 +1,76 @@
+// Tokenizer::load and Tokenizer::from_gguf_metadata: finding the tokenizer of a path.
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "loom/error.hpp"
+#include "loom/format.hpp"
+#include "loom/tokenizer.hpp"
+#include "tokenizer/tokenizer_impl.hpp"
+
+namespace loom {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::io, "cannot open file", {.file = path.string()});
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw Error(ErrorCode::io, "read failed", {.file = path.string()});
+  return text;
+}
+
+bool has_gguf_magic(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
+}
+
+std::shared_ptr<const Tokenizer> load_gguf(const fs::path& path) {
+  const auto source = open_weights(path);
+  return Tokenizer::from_gguf_metadata(source->metadata(), path.string());
+}
+
+std::shared_ptr<const Tokenizer> load_json(const fs::path& json_path) {
+  const fs::path dir = json_path.parent_path();
+  const fs::path config_path = dir / "tokenizer_config.json";
+  std::string config;
+  std::error_code ec;
+  if (fs::is_regular_file(config_path, ec)) config = read_text(config_path);
+  auto impl = tok::build_from_tokenizer_json(read_text(json_path), config, json_path.string());
+  // Newer model repositories keep the chat template in its own file.
+  const fs::path jinja = dir / "chat_template.jinja";
+  if (impl->chat_template.empty() && fs::is_regular_file(jinja, ec)) impl->chat_template = read_text(jinja);
+  return std::make_shared<const Tokenizer>(std::move(impl));
+}
+
+}  // namespace
+
+std::shared_ptr<const Tokenizer> Tokenizer::from_gguf_metadata(const Metadata& md,
+                                                               std::string_view display_name) {
+  return std::make_shared<const Tokenizer>(tok::build_from_gguf(md, display_name));
+}
+
+std::shared_ptr<const Tokenizer> Tokenizer::load(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    if (fs::is_regular_file(path / "tokenizer.json", ec)) return load_json(path / "tokenizer.json");
+    if (fs::is_regular_file(path / "tokenizer.model", ec)) return from_sentencepiece_model(path);
+    std::vector<fs::path> ggufs;
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+      if (entry.is_regular_file(ec) && entry.path().extension() == ".gguf") ggufs.push_back(entry.path());
+    }
+    std::sort(ggufs.begin(), ggufs.end());
+    // Split GGUFs (-00001-of-0000N) keep the metadata in the first shard.
+    if (!ggufs.empty()) return load_gguf(ggufs.front());
+    throw Error(ErrorCode::io, "no tokenizer.json or .gguf file in the model directory", {.file = path.string()});
+  }
+  if (!fs::is_regular_file(path, ec)) throw Error(ErrorCode::io, "no such file", {.file = path.string()});
+  if (has_gguf_magic(path)) return load_gguf(path);
+  return load_json(path);
+}
+
+}  // namespace loom

@@ -1,0 +1,190 @@
+// The loom command line, driven as a person would: flags, errors, exit codes, and the
+// convert / verify / inspect / tokenize / bench / run commands on generated models.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "loom/exporter.hpp"
+#include "support/test_support.hpp"
+#include "support/tiny_model.hpp"
+
+namespace fs = std::filesystem;
+namespace t = loom::test;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Run loom_cli(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + quote(LOOM_CLI_PATH) + " " + args + " 2>&1";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A tiny llama with the demo tokenizer, so every command has something real to chew on.
+struct Fixture {
+  t::TempDir dir;
+  fs::path model;
+  fs::path cache;
+  Fixture() {
+    cache = dir / "cache";
+    // The demo model gives a tokenizer; `loom run` with no model creates it.
+    const Run r = loom_cli("run --max-tokens 2 --no-report --prompt hi", "LOOM_CACHE_DIR=" + quote(cache.string()));
+    REQUIRE(r.code == 0);
+    for (const auto& e : fs::directory_iterator(cache)) model = e.path();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cli: help, unknown commands and flags, bad values, exit codes") {
+  Run r = loom_cli("--help");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "commands:"));
+  CHECK(contains(r.output, "exit codes"));
+  CHECK(loom_cli("").code == 2);
+  r = loom_cli("frobnicate");
+  CHECK(r.code == 2);
+  CHECK(contains(r.output, "unknown command 'frobnicate'"));
+  for (const std::string cmd : {"run", "inspect", "convert", "verify", "tokenize", "bench"}) {
+    r = loom_cli(cmd + " --help");
+    INFO(cmd);
+    CHECK(r.code == 0);
+    CHECK(contains(r.output, "usage: loom " + cmd));
+  }
+  r = loom_cli("run --bogus");
+  CHECK(r.code == 2);
+  CHECK(contains(r.output, "unknown flag --bogus"));
+  r = loom_cli("run --max-tokens lots");
+  CHECK(r.code == 2);
+  CHECK(contains(r.output, "--max-tokens expects an integer, got 'lots'"));
+  r = loom_cli("convert --model a --out b --format zip");
+  CHECK(r.code == 2);
+  CHECK(contains(r.output, "one of pack|safetensors|gguf"));
+  r = loom_cli("run --temperature");
+  CHECK(r.code == 2);
+  CHECK(contains(r.output, "--temperature expects a number"));
+  r = loom_cli("inspect");
+  CHECK(r.code == 2);
+  r = loom_cli("verify");
+  CHECK(r.code == 2);
+  r = loom_cli("--version");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "loom 0."));
+}
+
+TEST_CASE("cli: errors name the file and exit 1") {
+  Run r = loom_cli("run --model /no/such/model --prompt hi");
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "/no/such/model"));
+  t::TempDir dir;
+  t::write_file_bytes(dir / "broken.gguf", {'G', 'G', 'U', 'F', 3, 0, 0, 0, 1});
+  r = loom_cli("inspect --model " + quote((dir / "broken.gguf").string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "broken.gguf"));
+}
+
+TEST_CASE("cli: run the demo model, inspect, tokenize and bench") {
+  Fixture f;
+  Run r = loom_cli("run --prompt 'Once upon a time' --max-tokens 5 --seed 3", "LOOM_CACHE_DIR=" + quote(f.cache.string()));
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "Its weights are RANDOM"));
+  CHECK(contains(r.output, "zero-copy"));
+  CHECK(contains(r.output, "tok/s"));
+  // The same seed streams the same text.
+  Run again = loom_cli("run --prompt 'Once upon a time' --max-tokens 5 --seed 3 --no-report",
+                       "LOOM_CACHE_DIR=" + quote(f.cache.string()));
+  CHECK(again.code == 0);
+  r = loom_cli("inspect --model " + quote(f.model.string()) + " --trace");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "blk.0.attn_q"));
+  CHECK(contains(r.output, "model.layers.0.self_attn.q_proj.weight"));
+  r = loom_cli("inspect --model " + quote(f.model.string()) + " --json");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "\"zero_copy\": 39"));
+  r = loom_cli("tokenize --model " + quote(f.model.string()) + " the loom");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "tokens"));
+  CHECK(contains(r.output, "' loom'"));
+  r = loom_cli("bench --model " + quote(f.model.string()) + " --reps 1 --prompt-tokens 8 --gen-tokens 4 --threads 1");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "prefill  8 tokens"));
+  CHECK(contains(r.output, "decode   4 tokens"));
+  r = loom_cli("bench --model " + quote(f.model.string()) + " --reps 0");
+  CHECK(r.code == 2);
+}
+
+TEST_CASE("cli: convert to a pack, verify it, detect corruption, convert to safetensors and GGUF") {
+  Fixture f;
+  t::TempDir out;
+  const fs::path pack = out / "m.pack";
+  Run r = loom_cli("convert --model " + quote(f.model.string()) + " --out " + quote(pack.string()) + " --dtype f16");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.output, "wrote"));
+  r = loom_cli("verify " + quote(pack.string()));
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "matches its index"));
+  r = loom_cli("run --model " + quote(pack.string()) + " --prompt hello --max-tokens 3 --no-report");
+  CHECK(r.code == 0);
+  r = loom_cli("convert --model " + quote(f.model.string()) + " --out " + quote(pack.string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "already exists"));
+
+  auto bytes = t::read_file_bytes(pack / "data-00000.bin");
+  bytes[bytes.size() / 2] ^= 0x40;
+  t::write_file_bytes(pack / "data-00000.bin", bytes);
+  r = loom_cli("verify " + quote(pack.string()));
+  CHECK(r.code == 3);
+  CHECK(contains(r.output, "tensor blk."));
+  CHECK(contains(r.output, "sha256"));
+
+  r = loom_cli("convert --model " + quote(f.model.string()) + " --out " + quote((out / "st").string()) + " --format safetensors --dtype bf16");
+  CHECK(r.code == 0);
+  CHECK(fs::exists(out / "st" / "tokenizer.json"));
+  r = loom_cli("convert --model " + quote(f.model.string()) + " --out " + quote((out / "m.gguf").string()) + " --format gguf");
+  CHECK(r.code == 0);
+  r = loom_cli("inspect --model " + quote((out / "st").string()) + " --json");
+  CHECK(contains(r.output, "\"architecture\": \"llama\""));
+}
+
+TEST_CASE("cli: a conversion killed mid-way resumes to a byte-identical pack") {
+  Fixture f;
+  t::TempDir out;
+  const std::string src = quote(f.model.string());
+  const std::string env = "SOURCE_DATE_EPOCH=1700000000";
+  Run whole = loom_cli("convert --model " + src + " --out " + quote((out / "whole").string()), env);
+  REQUIRE(whole.code == 0);
+  // The test hook makes the process die (_Exit) after 9 tensors, as a kill would.
+  Run killed = loom_cli("convert --model " + src + " --out " + quote((out / "again").string()),
+                        env + " LOOM_TEST_CRASH_AFTER_TENSORS=9");
+  CHECK(killed.code == 86);
+  CHECK(fs::exists(out / "again.partial"));
+  CHECK_FALSE(fs::exists(out / "again"));
+  Run resumed = loom_cli("convert --model " + src + " --out " + quote((out / "again").string()), env);
+  REQUIRE(resumed.code == 0);
+  CHECK(contains(resumed.output, "resumed after"));
+  for (const auto& e : fs::directory_iterator(out / "whole")) {
+    INFO(e.path().filename());
+    CHECK(t::read_file_bytes(e.path()) == t::read_file_bytes(out / "again" / e.path().filename()));
+  }
+}
