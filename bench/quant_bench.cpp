@@ -7,7 +7,9 @@
 //
 //   cold: the kernel cycles through copies of the matrix totalling >= 1 GiB, so every
 //         weight byte comes from DRAM, as in decode of a real model;
-//   hot:  the same matrix every time (it stays in L2/L3).
+//   hot:  the same matrix every time (it stays in L3);
+//   l2:   96 rows x 8192 (a few hundred KiB, L2-resident), timed in CPU time: the kernel's
+//         compute throughput, as if memory were free (and robust to a busy machine).
 // Also: prefill (32 activations per weight row), reported as GB/s of weights and as
 // billions of multiply-adds per second.
 //
@@ -165,6 +167,16 @@ void register_benchmarks() {
             ->Unit(benchmark::kMicrosecond)
             ->MinTime(0.5)
             ->UseRealTime();
+      }
+    }
+  }
+  for (int64_t type = 0; type < 4; ++type) {
+    for (int64_t family : {1, 2}) {
+      for (int64_t n_act : {1, 4}) {
+        benchmark::RegisterBenchmark("BM_matvec_l2", BM_dot_rows)
+            ->Args({type, 96, 8192, 0, family, n_act})
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(0.3);
       }
     }
   }

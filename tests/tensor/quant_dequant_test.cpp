@@ -1,6 +1,7 @@
 // Dequantization of every block type: hand-computed blocks, an independent per-element
 // decoder on random blocks (bit-exact), and the convert() / quantize() entry points.
 #include <catch2/catch.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>

@@ -1,9 +1,8 @@
 // Quantized dot-product kernels (src/runtime/kernels/quant_dot.hpp): every weight type,
 // every kernel family, decode (one activation) and prefill (tiles and remainders).
-#include "runtime/kernels/quant_dot.hpp"
+#include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +11,7 @@
 
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
+#include "runtime/kernels/quant_dot.hpp"
 #include "tensor/quant_test_support.hpp"
 
 using loom::DType;

@@ -3,15 +3,18 @@
 // bit for bit, and our quantizers, fed the same f32 weights, land within 5% of
 // llama-quantize's RMSE — in fact they write the very same bytes.
 #include <catch2/catch.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "loom/dtype.hpp"
+#include "loom/format.hpp"
 #include "support/test_support.hpp"
 #include "tensor/quant/quant.hpp"
 #include "tensor/quant_test_support.hpp"
@@ -20,36 +23,36 @@ using loom::DType;
 
 namespace {
 
-// Where blk.0.ffn_down.weight (ggml ne = [768, 256], i.e. 256 rows of 768) lies in each
-// small-quant GGUF. Obtained once by parsing the GGUF v3 headers with a short python3
-// script (tensor-info offset + aligned start of the data section, alignment 32); the
-// test reads the real bytes from the real files at these offsets.
+// blk.0.ffn_down.weight (ggml ne = [768, 256], i.e. 256 rows of 768) of each small-quant
+// GGUF, located by loom's GGUF reader (open_weights) and read from the real file.
 struct TensorInFile {
   const char* type;
   DType dtype;
   const char* file;
-  uint64_t offset;
-  uint64_t nbytes;
 };
+constexpr const char* kTensor = "blk.0.ffn_down.weight";
 constexpr int64_t kRows = 256;
 constexpr int64_t kCols = 768;
 constexpr int64_t kElems = kRows * kCols;
-constexpr TensorInFile kF32 = {"f32", DType::f32, "small-quant-f32.gguf", 2768352, kElems * 4};
+constexpr TensorInFile kF32 = {"f32", DType::f32, "small-quant-f32.gguf"};
 constexpr TensorInFile kQuantized[] = {
-    {"q8_0", DType::q8_0, "small-quant-q8_0.gguf", 468480, kElems / 32 * 34},
-    {"q4_0", DType::q4_0, "small-quant-q4_0.gguf", 255488, kElems / 32 * 18},
-    {"q4_k", DType::q4_k, "small-quant-q4_k.gguf", 255488, kElems / 256 * 144},
-    {"q6_k", DType::q6_k, "small-quant-q6_k.gguf", 365312, kElems / 256 * 210},
+    {"q8_0", DType::q8_0, "small-quant-q8_0.gguf"},
+    {"q4_0", DType::q4_0, "small-quant-q4_0.gguf"},
+    {"q4_k", DType::q4_k, "small-quant-q4_k.gguf"},
+    {"q6_k", DType::q6_k, "small-quant-q6_k.gguf"},
 };
 
-std::vector<uint8_t> read_range(const std::filesystem::path& path, uint64_t offset,
-                                uint64_t nbytes) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  in.seekg(static_cast<std::streamoff>(offset));
-  std::vector<uint8_t> out(nbytes);
-  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(nbytes));
-  REQUIRE(static_cast<uint64_t>(in.gcount()) == nbytes);
+// The tensor's raw bytes (blocks, for the quantized files), after checking its dtype and
+// shape.
+std::vector<uint8_t> tensor_bytes(const std::filesystem::path& path, DType dtype) {
+  const auto source = loom::open_weights(path);
+  const loom::TensorRecord* record = source->find(kTensor);
+  REQUIRE(record != nullptr);
+  REQUIRE(record->dtype == dtype);
+  REQUIRE(record->shape == loom::Shape{kRows, kCols});
+  REQUIRE(record->nbytes == static_cast<uint64_t>(loom::dtype_bytes(dtype, kElems, kCols)));
+  std::vector<uint8_t> out(record->nbytes);
+  source->read(*record, 0, std::as_writable_bytes(std::span(out)));
   return out;
 }
 
@@ -93,7 +96,7 @@ TEST_CASE("dequantizing llama.cpp's blocks reproduces gguf-py's values bit for b
   const auto dir = ref / "models" / "small-quant";
   for (const auto& t : kQuantized) {
     INFO(t.type);
-    const auto blocks = read_range(dir / t.file, t.offset, t.nbytes);
+    const auto blocks = tensor_bytes(dir / t.file, t.dtype);
     const auto expected =
         read_values(dir / "dequant" / (std::string("blk.0.ffn_down.weight.") + t.type + ".txt"));
     REQUIRE(expected.size() == 4096);
@@ -106,7 +109,7 @@ TEST_CASE("dequantizing llama.cpp's blocks reproduces gguf-py's values bit for b
 TEST_CASE("our quantizers match llama-quantize's error on the same weights") {
   LOOM_REQUIRE_REFERENCE(ref);
   const auto dir = ref / "models" / "small-quant";
-  const auto original = floats_of(read_range(dir / kF32.file, kF32.offset, kF32.nbytes));
+  const auto original = floats_of(tensor_bytes(dir / kF32.file, DType::f32));
   const auto original_txt = read_values(dir / "dequant" / "blk.0.ffn_down.weight.f32.txt");
   REQUIRE(original_txt.size() == 4096);
   REQUIRE(bit_mismatches(original_txt, original.data(), 4096) == 0);
@@ -118,8 +121,8 @@ TEST_CASE("our quantizers match llama-quantize's error on the same weights") {
               "identical blocks");
   for (const auto& t : kQuantized) {
     INFO(t.type);
-    const auto theirs_blocks = read_range(dir / t.file, t.offset, t.nbytes);
-    std::vector<uint8_t> ours_blocks(t.nbytes);
+    const auto theirs_blocks = tensor_bytes(dir / t.file, t.dtype);
+    std::vector<uint8_t> ours_blocks(theirs_blocks.size());
     loom::quant::quantize(t.dtype, original.data(), ours_blocks.data(), original.size());
 
     std::vector<float> theirs(kElems);
@@ -132,7 +135,7 @@ TEST_CASE("our quantizers match llama-quantize's error on the same weights") {
     const double rmse_ours_4096 = rmse(ours.data(), original.data(), 4096);
 
     const auto& traits = loom::dtype_traits(t.dtype);
-    const size_t nblocks = t.nbytes / static_cast<size_t>(traits.block_bytes);
+    const size_t nblocks = theirs_blocks.size() / static_cast<size_t>(traits.block_bytes);
     size_t same = 0;
     for (size_t b = 0; b < nblocks; ++b) {
       const size_t at = b * static_cast<size_t>(traits.block_bytes);
@@ -155,7 +158,7 @@ TEST_CASE("RMSE of our quantizers on a Gaussian matrix vs llama-quantize's on th
   // matrix of the same shape must land within 5% of llama.cpp's.
   LOOM_REQUIRE_REFERENCE(ref);
   const auto dir = ref / "models" / "small-quant";
-  const auto original = floats_of(read_range(dir / kF32.file, kF32.offset, kF32.nbytes));
+  const auto original = floats_of(tensor_bytes(dir / kF32.file, DType::f32));
   double sum2 = 0;
   for (float v : original) sum2 += static_cast<double>(v) * v;
   const double ref_std = std::sqrt(sum2 / static_cast<double>(original.size()));
@@ -169,12 +172,12 @@ TEST_CASE("RMSE of our quantizers on a Gaussian matrix vs llama-quantize's on th
       "\nRMSE / stddev, Gaussian 256x768: llama.cpp (reference file) vs loom (own matrix)\n");
   for (const auto& t : kQuantized) {
     INFO(t.type);
-    const auto theirs_blocks = read_range(dir / t.file, t.offset, t.nbytes);
+    const auto theirs_blocks = tensor_bytes(dir / t.file, t.dtype);
     std::vector<float> theirs(kElems);
     REQUIRE(loom::quant::dequantize(t.dtype, theirs_blocks.data(), theirs.data(), theirs.size()));
     const double theirs_rel = rmse(theirs.data(), original.data(), theirs.size()) / ref_std;
 
-    std::vector<uint8_t> ours_blocks(t.nbytes);
+    std::vector<uint8_t> ours_blocks(theirs_blocks.size());
     loom::quant::quantize(t.dtype, gaussian.data(), ours_blocks.data(), gaussian.size());
     std::vector<float> ours(kElems);
     REQUIRE(loom::quant::dequantize(t.dtype, ours_blocks.data(), ours.data(), ours.size()));

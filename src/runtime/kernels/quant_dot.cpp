@@ -160,7 +160,9 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
   if (rows > 1 && out_stride < n_act) {
     throw Error(ErrorCode::invalid_argument, "output stride smaller than the activation count");
   }
-  const auto& tiles = kernel_set(family).dot[static_cast<size_t>(weight)];
+  const auto& set = kernel_set(family);
+  const auto& tiles = set.dot[static_cast<size_t>(weight)];
+  const auto& preparation = set.prepare[static_cast<size_t>(weight)];
   const int64_t blocks = cols / dtype_traits(weight).block_elems;
   const auto* wbytes = static_cast<const uint8_t*>(w);
   const auto* abytes = static_cast<const uint8_t*>(act);
@@ -183,6 +185,17 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
     }
   }
 
+  thread_local std::vector<uint8_t> prepared;
+  const size_t prepared_bytes = preparation.run ? preparation.bytes(blocks) : 0;
+  if (preparation.run) {
+    prepared.resize(static_cast<size_t>(n_act) * prepared_bytes);
+    for (int64_t t = 0; t < n_act; ++t) {
+      const float* scales = act_dtype == DType::q8_0 ? act_scales.data() + t * blocks : nullptr;
+      preparation.run(abytes + static_cast<size_t>(t) * act_row_bytes, scales, blocks,
+                      prepared.data() + static_cast<size_t>(t) * prepared_bytes);
+    }
+  }
+
   kernels::ActTile tile;
   std::array<float, kernels::kMaxTile> results{};
   for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
@@ -193,6 +206,9 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
         const auto i = static_cast<size_t>(t);
         tile.rows[i] = abytes + static_cast<size_t>(t0 + t) * act_row_bytes;
         tile.scales[i] = act_dtype == DType::q8_0 ? act_scales.data() + (t0 + t) * blocks : nullptr;
+        tile.prepared[i] = preparation.run
+                               ? prepared.data() + static_cast<size_t>(t0 + t) * prepared_bytes
+                               : nullptr;
       }
       const kernels::RowDotFn fn = tiles[static_cast<size_t>(nt - 1)];
       for (int64_t r = r0; r < r1; ++r) {

@@ -15,9 +15,20 @@ inline constexpr int kMaxTile = 4;
 // The activations of one tile: row t starts at rows[t]. For q8_0 activations, scales[t]
 // holds the f32 value of each block's f16 scale (converted once per dot_rows call, not
 // once per weight row); for q8_k it is null (the block's scale is already f32).
+// prepared[t] is the row rearranged by the weight type's Preparation, when its family
+// has one (null otherwise).
 struct ActTile {
   std::array<const uint8_t*, kMaxTile> rows{};
   std::array<const float*, kMaxTile> scales{};
+  std::array<const uint8_t*, kMaxTile> prepared{};
+};
+
+// An optional per-call rearrangement of each activation row into the layout a kernel
+// reads fastest (done once per dot_rows call, reused by every weight row): `bytes` of
+// output for a row of `blocks` blocks; `run` reads the row and its f32 block scales.
+struct Preparation {
+  size_t (*bytes)(int64_t blocks) = nullptr;
+  void (*run)(const uint8_t* row, const float* scales, int64_t blocks, uint8_t* out) = nullptr;
 };
 
 // out[t] = dot(weight row w, activation row t of the tile) for t < nt, over `blocks`
@@ -32,6 +43,7 @@ inline constexpr size_t kDTypeCount = static_cast<size_t>(DType::q8_1) + 1;
 struct KernelSet {
   // Indexed by weight DType; a null row has no kernel in this family.
   std::array<std::array<RowDotFn, kMaxTile>, kDTypeCount> dot{};
+  std::array<Preparation, kDTypeCount> prepare{};
   QuantizeActFn quantize_q8_0 = nullptr;
   QuantizeActFn quantize_q8_k = nullptr;
 };

@@ -1,11 +1,21 @@
 // Portable kernels: the reference every SIMD family is tested against.
 //
-// Each block's contribution is an exact integer dot product of weight quants with
-// activation quants, scaled once in f32 — the same per-block arithmetic the SIMD
-// families perform:
-//   32-element types: (d_w * d_a) * sum(q_w * q_a)          [+ (m_w * d_a) * sum(q_a)]
-//   k-quants:         (d * d_a) * sum_g(sc_g * sum(q_w * q_a)) [- (dmin * d_a) * sum_g(m_g *
-//   bsum_g)]
+// Each block's integer dot product of weight quants with activation quants is exact; the
+// f32 scaling and the order of the f32 additions follow ggml's generic (non-SIMD)
+// ggml_vec_dot_*_q8_* functions, so on the same inputs this family returns the same
+// floats llama.cpp's portable build does:
+//   q8_0, q5_0:  sum += (d_w * d_a) * isum            q4_0: sum += (isum * d_w) * d_a
+//   q4_1, q5_1:  sum += (d_w * d_a) * isum + (m_w * d_a) * sum(q_a)   (q8_0 activations,
+//                where ggml uses q8_1's f16 sum)
+//   q2_k:        sum += (d_a * d) * isum - (d_a * dmin) * sum_g(m_g * bsum_g)
+//   q3_k..q6_k:  eight lane sums, lane l += (d * d_a) * isum_l over elements e = l mod 8;
+//                q4_k / q5_k subtract (dmin * d_a) * sum_g(m_g * bsum_g) from a separate
+//                sum; the lanes are added to it at the end of the row.
+// The expressions keep ggml's shape so a compiler contracts them into FMAs the same way
+// (GCC does by default when the target has FMA): built with -march=native, this family
+// reproduced llama.cpp's logits on the small-quant reference GGUFs to the last bit (q8_0)
+// or to ~1e-7 (q4_0, q4_k, q6_k).
+
 #include <cmath>
 #include <cstring>
 
@@ -30,27 +40,38 @@ int q8_k_bsum(const uint8_t* block, int g) {
   return load_i16(block + off::q8_k_bsums + 2 * static_cast<size_t>(g));
 }
 
+// The running sums of one row-activation dot product.
+struct Acc {
+  float sum = 0.0f;
+  float lanes[8] = {};
+  float result() const {
+    float out = sum;
+    for (float lane : lanes) out += lane;
+    return out;
+  }
+};
+
 // ---- one block of each weight type against one activation block ----
 
-float block_q8_0(const uint8_t* w, const uint8_t* a) {
+void block_q8_0(const uint8_t* w, const uint8_t* a, Acc& acc) {
   const auto* qw = reinterpret_cast<const int8_t*>(w + off::q8_0_qs);
   const int8_t* qa = q8_0_quants(a);
   int sum = 0;
   for (int j = 0; j < kBlock; ++j) sum += qw[j] * qa[j];
-  return (load_f16(w) * load_f16(a)) * static_cast<float>(sum);
+  acc.sum += static_cast<float>(sum) * (load_f16(w) * load_f16(a));
 }
 
-float block_q4_0(const uint8_t* w, const uint8_t* a) {
+void block_q4_0(const uint8_t* w, const uint8_t* a, Acc& acc) {
   const uint8_t* qs = w + off::q4_0_qs;
   const int8_t* qa = q8_0_quants(a);
   int sum = 0;
   for (int j = 0; j < 16; ++j) {
     sum += ((qs[j] & 0xF) - 8) * qa[j] + ((qs[j] >> 4) - 8) * qa[j + 16];
   }
-  return (load_f16(w) * load_f16(a)) * static_cast<float>(sum);
+  acc.sum += static_cast<float>(sum) * load_f16(w) * load_f16(a);
 }
 
-float block_q5_0(const uint8_t* w, const uint8_t* a) {
+void block_q5_0(const uint8_t* w, const uint8_t* a, Acc& acc) {
   const uint32_t qh = load_u32(w + off::q5_0_qh);
   const uint8_t* qs = w + off::q5_0_qs;
   const int8_t* qa = q8_0_quants(a);
@@ -60,7 +81,7 @@ float block_q5_0(const uint8_t* w, const uint8_t* a) {
     const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1) << 4);
     sum += (lo - 16) * qa[j] + (hi - 16) * qa[j + 16];
   }
-  return (load_f16(w) * load_f16(a)) * static_cast<float>(sum);
+  acc.sum += (load_f16(w) * load_f16(a)) * static_cast<float>(sum);
 }
 
 int sum_quants(const int8_t* q, int n) {
@@ -69,17 +90,17 @@ int sum_quants(const int8_t* q, int n) {
   return s;
 }
 
-float block_q4_1(const uint8_t* w, const uint8_t* a) {
+void block_q4_1(const uint8_t* w, const uint8_t* a, Acc& acc) {
   const uint8_t* qs = w + off::q4_1_qs;
   const int8_t* qa = q8_0_quants(a);
   int sum = 0;
   for (int j = 0; j < 16; ++j) sum += (qs[j] & 0xF) * qa[j] + (qs[j] >> 4) * qa[j + 16];
   const float da = load_f16(a);
-  return (load_f16(w) * da) * static_cast<float>(sum) +
-         (load_f16(w + off::q4_1_m) * da) * static_cast<float>(sum_quants(qa, kBlock));
+  acc.sum += (load_f16(w) * da) * static_cast<float>(sum) +
+             (load_f16(w + off::q4_1_m) * da) * static_cast<float>(sum_quants(qa, kBlock));
 }
 
-float block_q5_1(const uint8_t* w, const uint8_t* a) {
+void block_q5_1(const uint8_t* w, const uint8_t* a, Acc& acc) {
   const uint32_t qh = load_u32(w + off::q5_1_qh);
   const uint8_t* qs = w + off::q5_1_qs;
   const int8_t* qa = q8_0_quants(a);
@@ -90,20 +111,19 @@ float block_q5_1(const uint8_t* w, const uint8_t* a) {
     sum += lo * qa[j] + hi * qa[j + 16];
   }
   const float da = load_f16(a);
-  return (load_f16(w) * da) * static_cast<float>(sum) +
-         (load_f16(w + off::q5_1_m) * da) * static_cast<float>(sum_quants(qa, kBlock));
+  acc.sum += (load_f16(w) * da) * static_cast<float>(sum) +
+             (load_f16(w + off::q5_1_m) * da) * static_cast<float>(sum_quants(qa, kBlock));
 }
 
-float block_q2_k(const uint8_t* w, const uint8_t* a) {
+void block_q2_k(const uint8_t* w, const uint8_t* a, Acc& acc) {
   const uint8_t* scales = w + off::q2_k_scales;
   const uint8_t* qs = w + off::q2_k_qs;
   const int8_t* qa = q8_k_quants(a);
   int sum = 0;
   int sum_min = 0;
-  for (int e0 = 0; e0 < kSuperBlock; e0 += 16) {
-    const int g = e0 / 16;
+  for (int g = 0; g < 16; ++g) {
     int group = 0;
-    for (int e = e0; e < e0 + 16; ++e) {
+    for (int e = 16 * g; e < 16 * g + 16; ++e) {
       const int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
       group += q * qa[e];
     }
@@ -111,37 +131,45 @@ float block_q2_k(const uint8_t* w, const uint8_t* a) {
     sum_min += (scales[g] >> 4) * q8_k_bsum(a, g);
   }
   const float da = load_f32(a + off::q8_k_d);
-  return (load_f16(w + off::q2_k_d) * da) * static_cast<float>(sum) -
-         (load_f16(w + off::q2_k_dmin) * da) * static_cast<float>(sum_min);
+  const float d = da * load_f16(w + off::q2_k_d);
+  const float dmin = da * load_f16(w + off::q2_k_dmin);
+  acc.sum += d * static_cast<float>(sum) - dmin * static_cast<float>(sum_min);
 }
 
-float block_q3_k(const uint8_t* w, const uint8_t* a) {
+// The k-quants' lane sums: lane l gets sc_g(e) * q_w[e] * q_a[e] over e = l (mod 8),
+// scaled by d * d_a into acc.lanes[l].
+void add_lanes(const int* level, const int* scale_of_element, const int8_t* qa, float d,
+               Acc& acc) {
+  int lanes[8] = {};
+  for (int e = 0; e < kSuperBlock; ++e) lanes[e % 8] += scale_of_element[e] * level[e] * qa[e];
+  for (int l = 0; l < 8; ++l) acc.lanes[l] += d * static_cast<float>(lanes[l]);
+}
+
+void block_q3_k(const uint8_t* w, const uint8_t* a, Acc& acc) {
   const uint8_t* hmask = w + off::q3_k_hmask;
   const uint8_t* qs = w + off::q3_k_qs;
   const uint8_t* scales = w + off::q3_k_scales;
-  const int8_t* qa = q8_k_quants(a);
-  int sum = 0;
-  for (int e0 = 0; e0 < kSuperBlock; e0 += 16) {
-    int group = 0;
-    for (int e = e0; e < e0 + 16; ++e) {
-      const int chunk = e / 128;
-      const int pos = (e % 128) / 32;
-      const int low = (qs[32 * chunk + e % 32] >> (2 * pos)) & 3;
-      const int high = (hmask[e % 32] >> (4 * chunk + pos)) & 1;
-      group += (low + 4 * high - 4) * qa[e];
-    }
-    sum += q3k_scale(scales, e0 / 16) * group;
+  int level[kSuperBlock];
+  int scale[kSuperBlock];
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const int chunk = e / 128;
+    const int pos = (e % 128) / 32;
+    const int low = (qs[32 * chunk + e % 32] >> (2 * pos)) & 3;
+    const int high = (hmask[e % 32] >> (4 * chunk + pos)) & 1;
+    level[e] = low + 4 * high - 4;
+    scale[e] = q3k_scale(scales, e / 16);
   }
-  return (load_f16(w + off::q3_k_d) * load_f32(a + off::q8_k_d)) * static_cast<float>(sum);
+  add_lanes(level, scale, q8_k_quants(a), load_f16(w + off::q3_k_d) * load_f32(a + off::q8_k_d),
+            acc);
 }
 
 template <bool kFifthBit>
-float block_k_with_min(const uint8_t* w, const uint8_t* a, size_t d_at, size_t dmin_at,
-                       size_t scales_at, size_t qh_at, size_t qs_at) {
+void block_k_with_min(const uint8_t* w, const uint8_t* a, size_t d_at, size_t dmin_at,
+                      size_t scales_at, size_t qh_at, size_t qs_at, Acc& acc) {
   const uint8_t* scales = w + scales_at;
   const uint8_t* qs = w + qs_at;
-  const int8_t* qa = q8_k_quants(a);
-  int sum = 0;
+  int level[kSuperBlock];
+  int scale[kSuperBlock];
   int sum_min = 0;
   for (int g = 0; g < 8; ++g) {
     uint8_t sc = 0;
@@ -149,66 +177,64 @@ float block_k_with_min(const uint8_t* w, const uint8_t* a, size_t d_at, size_t d
     k4_scale_min(scales, g, &sc, &m);
     const int shift = 4 * (g % 2);
     const uint8_t* q = qs + 32 * (g / 2);
-    int group = 0;
     for (int l = 0; l < 32; ++l) {
-      int level = (q[l] >> shift) & 0xF;
-      if constexpr (kFifthBit) level |= ((w[qh_at + static_cast<size_t>(l)] >> g) & 1) << 4;
-      group += level * qa[32 * g + l];
+      int v = (q[l] >> shift) & 0xF;
+      if constexpr (kFifthBit) v |= ((w[qh_at + static_cast<size_t>(l)] >> g) & 1) << 4;
+      level[32 * g + l] = v;
+      scale[32 * g + l] = sc;
     }
-    sum += sc * group;
     sum_min += m * (q8_k_bsum(a, 2 * g) + q8_k_bsum(a, 2 * g + 1));
   }
   const float da = load_f32(a + off::q8_k_d);
-  return (load_f16(w + d_at) * da) * static_cast<float>(sum) -
-         (load_f16(w + dmin_at) * da) * static_cast<float>(sum_min);
+  add_lanes(level, scale, q8_k_quants(a), load_f16(w + d_at) * da, acc);
+  acc.sum -= (load_f16(w + dmin_at) * da) * static_cast<float>(sum_min);
 }
 
-float block_q4_k(const uint8_t* w, const uint8_t* a) {
-  return block_k_with_min<false>(w, a, off::q4_k_d, off::q4_k_dmin, off::q4_k_scales, 0,
-                                 off::q4_k_qs);
+void block_q4_k(const uint8_t* w, const uint8_t* a, Acc& acc) {
+  block_k_with_min<false>(w, a, off::q4_k_d, off::q4_k_dmin, off::q4_k_scales, 0, off::q4_k_qs,
+                          acc);
 }
 
-float block_q5_k(const uint8_t* w, const uint8_t* a) {
-  return block_k_with_min<true>(w, a, off::q5_k_d, off::q5_k_dmin, off::q5_k_scales, off::q5_k_qh,
-                                off::q5_k_qs);
+void block_q5_k(const uint8_t* w, const uint8_t* a, Acc& acc) {
+  block_k_with_min<true>(w, a, off::q5_k_d, off::q5_k_dmin, off::q5_k_scales, off::q5_k_qh,
+                         off::q5_k_qs, acc);
 }
 
-float block_q6_k(const uint8_t* w, const uint8_t* a) {
+void block_q6_k(const uint8_t* w, const uint8_t* a, Acc& acc) {
   const uint8_t* ql = w + off::q6_k_ql;
   const uint8_t* qh = w + off::q6_k_qh;
   const auto* scales = reinterpret_cast<const int8_t*>(w + off::q6_k_scales);
-  const int8_t* qa = q8_k_quants(a);
-  int sum = 0;
-  for (int e0 = 0; e0 < kSuperBlock; e0 += 16) {
-    int group = 0;
-    for (int e = e0; e < e0 + 16; ++e) {
-      const int chunk = e / 128;
-      const int quarter = (e % 128) / 32;
-      const int l = e % 32;
-      const uint8_t low_byte = ql[64 * chunk + l + 32 * (quarter % 2)];
-      const int low = quarter < 2 ? (low_byte & 0xF) : (low_byte >> 4);
-      const int high = (qh[32 * chunk + l] >> (2 * quarter)) & 3;
-      group += ((low | (high << 4)) - 32) * qa[e];
-    }
-    sum += scales[e0 / 16] * group;
+  int level[kSuperBlock];
+  int scale[kSuperBlock];
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const int chunk = e / 128;
+    const int quarter = (e % 128) / 32;
+    const int l = e % 32;
+    const uint8_t low_byte = ql[64 * chunk + l + 32 * (quarter % 2)];
+    const int low = quarter < 2 ? (low_byte & 0xF) : (low_byte >> 4);
+    const int high = (qh[32 * chunk + l] >> (2 * quarter)) & 3;
+    level[e] = (low | (high << 4)) - 32;
+    scale[e] = scales[e / 16];
   }
-  return (load_f16(w + off::q6_k_d) * load_f32(a + off::q8_k_d)) * static_cast<float>(sum);
+  add_lanes(level, scale, q8_k_quants(a), load_f16(w + off::q6_k_d) * load_f32(a + off::q8_k_d),
+            acc);
 }
 
 // ---- row kernels ----
 
-template <float (*BlockDot)(const uint8_t*, const uint8_t*), size_t kWeightBytes, size_t kActBytes>
+template <void (*BlockDot)(const uint8_t*, const uint8_t*, Acc&), size_t kWeightBytes,
+          size_t kActBytes>
 struct RowDot {
   template <int Nt>
   struct Tile {
     static void run(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out) {
       for (int t = 0; t < Nt; ++t) {
-        float acc = 0.0f;
+        Acc acc;
         for (int64_t b = 0; b < blocks; ++b) {
-          acc += BlockDot(w + static_cast<size_t>(b) * kWeightBytes,
-                          acts.rows[t] + static_cast<size_t>(b) * kActBytes);
+          BlockDot(w + static_cast<size_t>(b) * kWeightBytes,
+                   acts.rows[t] + static_cast<size_t>(b) * kActBytes, acc);
         }
-        out[t] = acc;
+        out[t] = acc.result();
       }
     }
   };

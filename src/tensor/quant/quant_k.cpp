@@ -15,8 +15,9 @@
 //     x^2-weighted least-squares refinement of the max-abs scale), quantize the group
 //     scales to 8 (or 6) bits, and re-round the elements the same way.
 // Keeping the same float operations in the same order keeps loom's output identical to
-// llama.cpp's wherever the compilers agree on the arithmetic (tests/tensor/
-// quant_reference_test.cpp measures how often that holds on llama.cpp's own files).
+// llama.cpp's: tests/tensor/quant_reference_test.cpp checks that every block of
+// llama-quantize's q4_k / q6_k (and q8_0 / q4_0) files is reproduced byte for byte.
+//
 // The quantizers must round exactly like ggml's reference C code, which evaluates every
 // multiply and add separately; a compiler that fuses them into FMAs (GCC does by default
 // for C++) moves some values across a rounding boundary and changes a few percent of the
@@ -26,6 +27,7 @@
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -13,6 +13,7 @@
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
