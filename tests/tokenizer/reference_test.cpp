@@ -194,8 +194,7 @@ TEST_CASE("qwen2's NFC normalizer composes decomposed input before byte-level BP
 
 TEST_CASE("load() finds a model directory's tokenizer: tokenizer.json first, else its GGUF") {
   LOOM_REQUIRE_REFERENCE(ref);
-  // hf/ has tokenizer.json; mistral-tiny/ has only SentencePiece's tokenizer.model in hf/,
-  // so its directory resolves to the GGUF beside it.
+  // hf/ has tokenizer.json; mistral-tiny/ (the folder above hf/) resolves to its GGUF.
   auto qwen = Tokenizer::load(ref / "models" / "qwen2-tiny" / "hf");
   CHECK(qwen->name().find("tokenizer.json") != std::string::npos);
   CHECK(qwen->chat_template().empty());
@@ -203,7 +202,15 @@ TEST_CASE("load() finds a model directory's tokenizer: tokenizer.json first, els
   CHECK(mistral->name().find("mistral-tiny-f32.gguf") != std::string::npos);
   CHECK(mistral->vocab_size() == 4096);
   CHECK(mistral->encode("The capital", true) == std::vector<int32_t>{1, 450, 2117, 2410});
-  CHECK_THROWS_AS(Tokenizer::load(ref / "models" / "mistral-tiny" / "hf"), loom::Error);
+  // hf/ itself holds only SentencePiece's tokenizer.model: read like llama.cpp's
+  // converter reads it, it gives the same ids as the GGUF.
+  auto mistral_spm = Tokenizer::load(ref / "models" / "mistral-tiny" / "hf");
+  CHECK(mistral_spm->name().find("tokenizer.model") != std::string::npos);
+  CHECK(mistral_spm->encode("The capital", true) == std::vector<int32_t>{1, 450, 2117, 2410});
+  auto phi3_spm = Tokenizer::load(ref / "models" / "phi3-tiny" / "hf");
+  CHECK(phi3_spm->vocab_size() == 4160);  // 4096 pieces, 11 added tokens, padding to config.json
+  CHECK(phi3_spm->eos_id() == 4096);
+  CHECK(phi3_spm->is_eos(4103));  // <|end|>, from added_tokens / tokenizer_config.json
   auto phi3 = Tokenizer::load(ref / "models" / "phi3-tiny" / "phi3-tiny-f32.gguf");
   CHECK(phi3->eos_id() == 4096);
   CHECK(phi3->is_eos(4103));  // <|end|>
