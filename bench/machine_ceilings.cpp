@@ -26,6 +26,30 @@ LOOM_TARGET_AVX512 float sum_avx512(const float* p, size_t n) {
   return simd::hsum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+// Four interleaved streams, each prefetched 1 KiB ahead: the access pattern of the
+// decode kernels, which beats a single stream on this kind of CPU. The ceiling is the
+// better of the two, so kernels are never measured against a pessimistic bound.
+LOOM_TARGET_AVX512 float sum4_prefetch_avx512(const float* p, size_t n) {
+  const size_t quarter = n / 4 / 64 * 64;
+  const float* s0 = p;
+  const float* s1 = p + quarter;
+  const float* s2 = p + 2 * quarter;
+  const float* s3 = p + 3 * quarter;
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
+         a3 = _mm512_setzero_ps();
+  for (size_t i = 0; i < quarter; i += 16) {
+    __builtin_prefetch(s0 + i + 256, 0, 3);
+    __builtin_prefetch(s1 + i + 256, 0, 3);
+    __builtin_prefetch(s2 + i + 256, 0, 3);
+    __builtin_prefetch(s3 + i + 256, 0, 3);
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(s0 + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(s1 + i));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(s2 + i));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(s3 + i));
+  }
+  return simd::hsum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
 LOOM_TARGET_AVX2 float sum_avx2(const float* p, size_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
          a3 = _mm256_setzero_ps();
@@ -95,10 +119,13 @@ double measure_read_bandwidth_gbs(int threads) {
   ThreadPool pool(threads);
   std::vector<float> sink(static_cast<size_t>(threads));
   double best = 0.0;
-  for (int rep = 0; rep < 5; ++rep) {
+  const bool four_streams = active_isa() == Isa::avx512;
+  for (int rep = 0; rep < 10; ++rep) {
+    const bool interleaved = four_streams && rep % 2 == 1;
     const auto t0 = std::chrono::steady_clock::now();
     pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e, int t) {
-      sink[static_cast<size_t>(t)] += sum_any(data + b, static_cast<size_t>(e - b));
+      const size_t len = static_cast<size_t>(e - b);
+      sink[static_cast<size_t>(t)] += interleaved ? sum4_prefetch_avx512(data + b, len) : sum_any(data + b, len);
     });
     best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
   }

@@ -6,7 +6,8 @@
 
 namespace loom::bench {
 
-// GB/s (1e9 bytes) of summing a 2 GiB array with `threads` threads (best of 5).
+// GB/s (1e9 bytes) of reading a 2 GiB array with `threads` threads: the best of a
+// single-stream sum and a four-stream prefetched sum, five runs each.
 double measure_read_bandwidth_gbs(int threads);
 // GFLOP/s of independent fp32 FMA chains on `threads` threads (AVX-512 when present).
 double measure_fma_peak_gflops(int threads);

@@ -10,6 +10,18 @@ namespace loom::kernels {
 
 namespace {
 
+// Four row streams at once are more than the hardware prefetchers keep ahead of on their
+// own; asking for each stream's line 1 KiB ahead lifts decode from about the bandwidth
+// of a plain streaming sum to above it (measured on Sapphire Rapids).
+constexpr int64_t kPrefetchBytes = 1024;
+template <typename T>
+constexpr int64_t kLineElems = 64 / static_cast<int64_t>(sizeof(T));
+
+template <typename T>
+inline void prefetch_ahead(const T* p) {
+  __builtin_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, 0, 3);
+}
+
 // ---- lane loaders: widen 16 (AVX-512) or 8 (AVX2) weights to f32 ----
 struct F32x16 {
   using T = float;
@@ -53,6 +65,12 @@ LOOM_TARGET_AVX512 inline void matvec_avx512(const typename L::T* w, int64_t str
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
     for (int64_t c = 0; c < full; c += 16) {
+      if ((c & (kLineElems<typename L::T> - 1)) == 0) {
+        prefetch_ahead(w0 + c);
+        prefetch_ahead(w1 + c);
+        prefetch_ahead(w2 + c);
+        prefetch_ahead(w3 + c);
+      }
       const __m512 xv = _mm512_loadu_ps(x + c);
       a0 = _mm512_fmadd_ps(L::load(w0 + c), xv, a0);
       a1 = _mm512_fmadd_ps(L::load(w1 + c), xv, a1);
@@ -126,6 +144,12 @@ LOOM_TARGET_AVX2 inline void matvec_avx2(const typename L::T* w, int64_t stride,
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     for (int64_t c = 0; c < full; c += 8) {
+      if ((c & (kLineElems<typename L::T> - 1)) == 0) {
+        prefetch_ahead(w0 + c);
+        prefetch_ahead(w1 + c);
+        prefetch_ahead(w2 + c);
+        prefetch_ahead(w3 + c);
+      }
       const __m256 xv = _mm256_loadu_ps(x + c);
       a0 = _mm256_fmadd_ps(L::load(w0 + c), xv, a0);
       a1 = _mm256_fmadd_ps(L::load(w1 + c), xv, a1);
