@@ -3,15 +3,17 @@
 // -march and the run-time dispatcher (loom/cpu.hpp) picks what the CPU supports.
 #pragma once
 
-#include <immintrin.h>
-
 // GCC 12's AVX-512 headers build results from _mm*_undefined_*(), which trips
 // -Wuninitialized at our call sites (fixed in GCC 13). Only files with hand-written
 // kernels include this header, so the warning stays on everywhere else.
 // (-Wmaybe-uninitialized, hit by Eigen too, is off for GCC < 13 in LoomCompilerFlags.)
+// The diagnostic state is read where the warning points (inside <immintrin.h>), so this
+// precedes the include.
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+
+#include <immintrin.h>
 
 #define LOOM_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define LOOM_TARGET_AVX512 \

@@ -251,7 +251,9 @@ TEST_CASE("C API: tokenizers, alone and from a model") {
   CHECK(loom_tokenizer_vocab_size(alone) > 256);
   CHECK(loom_tokenizer_vocab_size(nullptr) == 0);
   CHECK(loom_tokenize(nullptr, "x", 1, 0, nullptr, 0, &n, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
-  CHECK(loom_tokenizer_load(nullptr, &alone, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
+  loom_tokenizer* none = nullptr;
+  CHECK(loom_tokenizer_load(nullptr, &none, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(none == nullptr);
   loom_tokenizer_free(alone);
   loom_tokenizer_free(from_model);
 }

@@ -40,6 +40,12 @@ bool gemm_bf16_dot_supported(int64_t cols) noexcept;
 void gemm_bf16_dot(const Tensor& w, int64_t r0, int64_t r1, const PackedActivationsBf16& x, float* y,
                    int64_t y_stride);
 
+// The portable product (Eigen), over fixed blocks of kEigenGemmRows rows so results do
+// not depend on the thread split; f16/bf16 rows are widened per block.
+constexpr int64_t kEigenGemmRows = 128;
+void gemm_eigen_rows(const Tensor& w, int64_t r0, int64_t r1, const float* x, int64_t x_stride,
+                     int64_t n_tokens, float* y, int64_t y_stride);
+
 // True when an AVX-512 GEMM is available for this dtype on this CPU.
 bool gemm_avx512_supports(DType dtype) noexcept;
 void gemm_avx512(const Tensor& w, int64_t r0, int64_t r1, const PackedActivations& x, float* y,

@@ -1,7 +1,5 @@
 #include "runtime/kernels/linear.hpp"
 
-#include <Eigen/Core>
-
 #include <algorithm>
 #include <vector>
 
@@ -68,44 +66,6 @@ void check_weight(const Tensor& w) {
   if (w.shape().rank() != 2 || !w.is_contiguous() || w.layout() != Layout::row_major) {
     throw Error(ErrorCode::internal,
                 "linear needs a contiguous row-major 2-D weight, got " + w.describe());
-  }
-}
-
-using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Stride = Eigen::OuterStride<>;
-
-// Y[:, r0:r1] = X * W[r0:r1, :]^T for a float weight block already in f32.
-void gemm_block_f32(const float* w_rows, int64_t n_rows, int64_t cols, const float* x,
-                    int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  Eigen::Map<const RowMajor, 0, Stride> X(x, n_tokens, cols, Stride(x_stride));
-  Eigen::Map<const RowMajor> W(w_rows, n_rows, cols);
-  Eigen::Map<RowMajor, 0, Stride> Y(y, n_tokens, n_rows, Stride(y_stride));
-  Y.noalias() = X * W.transpose();
-}
-
-// Products run over fixed blocks of rows, whatever range a thread was given, so Eigen
-// sees the same shapes (and sums in the same order) for any thread count: results do not
-// depend on the number of threads. Narrow-float rows are widened per block into a
-// per-thread buffer, paying the conversion once per row for all tokens of the batch.
-constexpr int64_t kGemmRows = 128;
-
-void gemm_rows(const Tensor& w, int64_t r0, int64_t r1, const float* x, int64_t x_stride,
-               int64_t n_tokens, float* y, int64_t y_stride) {
-  const int64_t cols = w.shape()[1];
-  thread_local std::vector<float> buffer;
-  const auto* base = static_cast<const std::byte*>(w.raw_data());
-  const int64_t row_bytes = dtype_bytes(w.dtype(), cols, cols);
-  for (int64_t r = r0; r < r1; r += kGemmRows) {
-    const int64_t n = std::min(kGemmRows, r1 - r);
-    const float* rows = nullptr;
-    if (w.dtype() == DType::f32) {
-      rows = w.data<float>() + r * cols;
-    } else {
-      buffer.resize(static_cast<size_t>(kGemmRows * cols));
-      convert(w.dtype(), base + r * row_bytes, DType::f32, buffer.data(), static_cast<size_t>(n * cols));
-      rows = buffer.data();
-    }
-    gemm_block_f32(rows, n, cols, x, x_stride, n_tokens, y + r, y_stride);
   }
 }
 
@@ -206,9 +166,9 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     });
     return;
   }
-  pool.parallel_for(rows, kGemmRows, [&](int64_t r0, int64_t r1, int) {
+  pool.parallel_for(rows, kEigenGemmRows, [&](int64_t r0, int64_t r1, int) {
     {
-      gemm_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
+      gemm_eigen_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
     }
     add_bias(bias, r0, r1, n_tokens, y, y_stride);
   });
