@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/json_writer.hpp"
 #include "loom/error.hpp"
 
 namespace loom::format {
@@ -37,27 +38,6 @@ std::string_view json_type_name(simdjson::dom::element_type type) noexcept {
   return "unknown";
 }
 
-void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (u < 0x20) {
-          out += fmt::format("\\u{:04x}", u);
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
+void append_json_string(std::string& out, std::string_view text) { out += JsonWriter::escape(text); }
 
 }  // namespace loom::format
