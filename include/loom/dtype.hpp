@@ -39,6 +39,14 @@ enum class DType : uint8_t {
   q6_k,
   q8_k,
   q8_1,
+  // loom's group-quantized types (pack files only; docs/quantization.md has the layout):
+  // one type per group size, so a tensor's dtype alone says how to read it.
+  gq8_32,
+  gq8_64,
+  gq8_128,
+  gq4_32,
+  gq4_64,
+  gq4_128,
 };
 
 enum class DTypeKind : uint8_t { floating, integer, boolean, quantized };

@@ -4,6 +4,7 @@
 #include <simdjson.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "loom/format.hpp"
 #include "loom/tokenizer.hpp"
 #include "model/pack_internal.hpp"
+#include "model/quant_recipe.hpp"
 #include "model/weight_slots.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -183,7 +185,9 @@ std::vector<PackedTensor> read_tensor_entries(simdjson::dom::element root, const
 
 // ---- conversion of one tensor into pack bytes ----
 
-Tensor pack_bytes_of(const Tensor& t, bool is_vector, const PackOptions& o, std::string& dtype_note) {
+// `quantize_to`: the recipe's dtype for this matrix (nullopt: no quantization).
+Tensor pack_bytes_of(const Tensor& t, bool is_vector, const PackOptions& o, std::optional<DType> quantize_to,
+                     std::string& dtype_note) {
   if (is_vector) {
     return t.dtype() == DType::f32 ? t : [&] {
       Tensor out = Tensor::empty(t.shape(), DType::f32);
@@ -191,19 +195,25 @@ Tensor pack_bytes_of(const Tensor& t, bool is_vector, const PackOptions& o, std:
       return out;
     }();
   }
-  if (!o.quantize.empty()) {
-    const auto q = dtype_from_name(o.quantize);
-    if (!q || !quant::can_quantize(*q)) {
-      throw Error(ErrorCode::unsupported, "cannot quantize to '" + o.quantize + "'");
-    }
-    if (t.shape().row_length() % dtype_traits(*q).block_elems != 0) {
-      dtype_note = "rows of " + std::to_string(t.shape().row_length()) + " are not whole " + o.quantize + " blocks; kept";
+  if (quantize_to) {
+    const DType q = *quantize_to;
+    const std::string name(dtype_name(q));
+    if (t.dtype() == q) return t;
+    if (t.shape().row_length() % dtype_traits(q).block_elems != 0) {
+      dtype_note = "rows of " + std::to_string(t.shape().row_length()) + " are not whole " + name +
+                   " blocks of " + std::to_string(dtype_traits(q).block_elems) + "; kept " +
+                   std::string(dtype_name(t.dtype()));
       return t;
     }
-    std::vector<float> values(static_cast<size_t>(t.numel()));
-    convert(t.dtype(), t.raw_data(), DType::f32, values.data(), values.size());
-    Tensor out = Tensor::empty(t.shape(), *q);
-    quant::quantize(*q, values.data(), out.mutable_raw_data(), static_cast<size_t>(t.numel()));
+    Tensor out = Tensor::empty(t.shape(), q);
+    const auto n = static_cast<size_t>(t.numel());
+    if (is_quantized(t.dtype())) {  // re-quantizing: through f32
+      std::vector<float> values(n);
+      convert(t.dtype(), t.raw_data(), DType::f32, values.data(), n);
+      quant::quantize(q, values.data(), out.mutable_raw_data(), n);
+    } else {  // f32 / f16 / bf16 ...: widened in bounded chunks
+      quant::quantize_from(t.dtype(), t.raw_data(), q, out.mutable_raw_data(), n);
+    }
     return out;
   }
   if (o.dtype && *o.dtype != t.dtype()) {
@@ -358,6 +368,14 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     crash_after = std::atoi(env);
   }
 
+  // A bad --quantize / --group fails here, before any work or any partial directory.
+  std::optional<quant_recipe::Recipe> recipe;
+  if (!options.quantize.empty()) {
+    recipe = quant_recipe::resolve(options.quantize, options.group_size);
+  } else if (options.group_size != 0) {
+    throw Error(ErrorCode::invalid_argument, "--group needs --quantize gq8 or gq4 (or a preset using them)");
+  }
+
   LoadOptions load = options.load;
   load.target_dtype.reset();  // convert tensor by tensor below, with bounded memory
   auto model = load_model(src, load);
@@ -426,6 +444,14 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     }
   }
 
+  // The recipe's dtype per item. A tied output has no storage of its own: token_embd's
+  // storage is the output projection too, so it gets the output's (usually finer) dtype.
+  const bool output_tied = std::any_of(items.begin(), items.end(), [](const Item& it) { return it.tied; });
+  auto quantize_to = [&](const Item& item) -> std::optional<DType> {
+    if (!recipe || item.vector) return std::nullopt;
+    return recipe->dtype_for(item.name == "token_embd" && output_tied ? "output" : item.name);
+  };
+
   int fd = -1;
   auto close_fd = [&] {
     if (fd >= 0) {
@@ -467,7 +493,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
         p.shape = item.tensor->shape();
       } else {
         std::string note;
-        const Tensor bytes = pack_bytes_of(*item.tensor, item.vector, options, note);
+        const Tensor bytes = pack_bytes_of(*item.tensor, item.vector, options, quantize_to(item), note);
         if (!note.empty()) notes.push_back(item.name + ": " + note);
         p.dtype = bytes.dtype();
         p.shape = bytes.shape();
@@ -572,6 +598,19 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   w.field("dtype", options.dtype ? std::string(dtype_name(*options.dtype)) : std::string("keep"));
   w.field("quantize", options.quantize).field("group_size", options.group_size);
   w.end_object();
+  // What the recipe chose for each matrix (vectors stay f32; a kept tensor shows its own
+  // dtype and has a note).
+  w.key("quantization");
+  if (!recipe) {
+    w.null();
+  } else {
+    w.begin_object().field("recipe", recipe->name).field("group_size", recipe->group_size);
+    w.key("tensors").begin_object();
+    for (const auto& t : checkpoint.tensors) {
+      if (t.shape.rank() >= 2) w.field(t.name, std::string(dtype_name(t.dtype)));
+    }
+    w.end_object().end_object();
+  }
   w.field("created", checkpoint.created);
   w.key("notes").begin_array();
   for (const auto& n : notes) w.value(n);

@@ -11,7 +11,7 @@ namespace {
 using K = DTypeKind;
 // Block layouts follow ggml's block_* structs (ggml-common.h); sizes are checked against
 // those definitions in tests/tensor/dtype_test.cpp.
-constexpr std::array<DTypeTraits, 24> kTraits{{
+constexpr std::array<DTypeTraits, 30> kTraits{{
     {DType::f32, "f32", K::floating, 1, 4},
     {DType::f16, "f16", K::floating, 1, 2},
     {DType::bf16, "bf16", K::floating, 1, 2},
@@ -36,6 +36,13 @@ constexpr std::array<DTypeTraits, 24> kTraits{{
     {DType::q6_k, "q6_k", K::quantized, 256, 210},  // ql[128]; qh[64]; i8 scales[16]; f16 d
     {DType::q8_k, "q8_k", K::quantized, 256, 292},  // f32 d; i8 qs[256]; i16 bsums[16]
     {DType::q8_1, "q8_1", K::quantized, 32, 36},    // f16 d, s; i8 qs[32]
+    // loom's group quantization: one block per group (tensor/quant/blocks.hpp)
+    {DType::gq8_32, "gq8_32", K::quantized, 32, 34},      // f16 d; i8 qs[32]
+    {DType::gq8_64, "gq8_64", K::quantized, 64, 66},      // f16 d; i8 qs[64]
+    {DType::gq8_128, "gq8_128", K::quantized, 128, 130},  // f16 d; i8 qs[128]
+    {DType::gq4_32, "gq4_32", K::quantized, 32, 20},      // f16 d; u8 z, pad; u8 qs[16]
+    {DType::gq4_64, "gq4_64", K::quantized, 64, 36},      // f16 d; u8 z, pad; u8 qs[32]
+    {DType::gq4_128, "gq4_128", K::quantized, 128, 68},   // f16 d; u8 z, pad; u8 qs[64]
 }};
 
 constexpr bool table_in_enum_order() {

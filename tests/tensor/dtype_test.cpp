@@ -9,8 +9,8 @@
 using loom::DType;
 
 TEST_CASE("dtype table: names round-trip and sizes match ggml's block structs") {
-  // Expected (block elements, block bytes) for every type, from ggml-common.h and the
-  // safetensors dtype list.
+  // Expected (block elements, block bytes) for every type, from ggml-common.h, the
+  // safetensors dtype list and loom's group layouts (docs/quantization.md).
   const std::map<std::string, std::pair<int, int>> expected{
       {"f32", {1, 4}},      {"f16", {1, 2}},     {"bf16", {1, 2}},    {"f64", {1, 8}},
       {"i8", {1, 1}},       {"u8", {1, 1}},      {"i16", {1, 2}},     {"i32", {1, 4}},
@@ -18,6 +18,8 @@ TEST_CASE("dtype table: names round-trip and sizes match ggml's block structs") 
       {"q8_0", {32, 34}},   {"q4_0", {32, 18}},  {"q4_1", {32, 20}},  {"q5_0", {32, 22}},
       {"q5_1", {32, 24}},   {"q2_k", {256, 84}}, {"q3_k", {256, 110}}, {"q4_k", {256, 144}},
       {"q5_k", {256, 176}}, {"q6_k", {256, 210}}, {"q8_k", {256, 292}}, {"q8_1", {32, 36}},
+      {"gq8_32", {32, 34}}, {"gq8_64", {64, 66}}, {"gq8_128", {128, 130}},
+      {"gq4_32", {32, 20}}, {"gq4_64", {64, 36}}, {"gq4_128", {128, 68}},
   };
   REQUIRE(loom::all_dtypes().size() == expected.size());
   for (const auto& t : loom::all_dtypes()) {

@@ -20,7 +20,9 @@ namespace {
 
 constexpr DType kAllQuantized[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0,
                                    DType::q5_1, DType::q8_1, DType::q2_k, DType::q3_k,
-                                   DType::q4_k, DType::q5_k, DType::q6_k, DType::q8_k};
+                                   DType::q4_k, DType::q5_k, DType::q6_k, DType::q8_k,
+                                   DType::gq8_32, DType::gq8_64, DType::gq8_128,
+                                   DType::gq4_32, DType::gq4_64, DType::gq4_128};
 
 void put_f16(std::vector<uint8_t>& b, size_t at, float v) {
   const uint16_t h = loom::f32_to_f16_scalar(v);
@@ -108,6 +110,13 @@ double element(DType dtype, const uint8_t* b, int e) {
       const int high = (b[128 + 32 * chunk + l] >> (2 * quarter)) & 3;
       return f16_at(b, 208) * static_cast<int8_t>(b[192 + e / 16]) * ((low | (high << 4)) - 32);
     }
+    case DType::gq8_32:
+    case DType::gq8_64:
+    case DType::gq8_128: return f16_at(b, 0) * static_cast<int8_t>(b[2 + e]);
+    case DType::gq4_32:
+    case DType::gq4_64:
+    case DType::gq4_128:  // q4_0's nibble order per run of 32; zero point in b[2]'s low nibble
+      return f16_at(b, 0) * (nibble32(b + 4 + 16 * (e / 32), e % 32) - (b[2] & 15));
     case DType::q8_k: {
       float d;
       std::memcpy(&d, b, 4);
@@ -322,7 +331,9 @@ TEST_CASE("quantize: round trip error, zero blocks, bad input") {
   const std::map<DType, double> bound{
       {DType::q8_0, 0.006}, {DType::q8_1, 0.006}, {DType::q8_k, 0.008}, {DType::q6_k, 0.02},
       {DType::q5_0, 0.05},  {DType::q5_1, 0.04},  {DType::q5_k, 0.04},  {DType::q4_0, 0.1},
-      {DType::q4_1, 0.09},  {DType::q4_k, 0.075}, {DType::q3_k, 0.2},   {DType::q2_k, 0.4}};
+      {DType::q4_1, 0.09},  {DType::q4_k, 0.075}, {DType::q3_k, 0.2},   {DType::q2_k, 0.4},
+      {DType::gq8_32, 0.006}, {DType::gq8_64, 0.007}, {DType::gq8_128, 0.008},
+      {DType::gq4_32, 0.1},   {DType::gq4_64, 0.12},  {DType::gq4_128, 0.13}};
   const size_t n = 256 * 1024;
   const auto x = tq::gaussian(n, 3);
   std::printf("\nquantize -> dequantize on N(0,1), %zu values: RMSE / stddev\n", n);
@@ -336,7 +347,7 @@ TEST_CASE("quantize: round trip error, zero blocks, bad input") {
     double err = 0;
     for (size_t i = 0; i < n; ++i) err += (static_cast<double>(y[i]) - x[i]) * (y[i] - x[i]);
     const double rel = std::sqrt(err / static_cast<double>(n));
-    std::printf("  %-5s %.5f\n", std::string(loom::dtype_name(type)).c_str(), rel);
+    std::printf("  %-7s %.5f\n", std::string(loom::dtype_name(type)).c_str(), rel);
     CHECK(rel < bound.at(type));
 
     // All-zero input stays exactly zero.
@@ -364,7 +375,8 @@ TEST_CASE("quantize_from f16 and bf16 equals quantizing the widened values") {
     loom::convert(DType::f32, x.data(), from, narrow.data(), n);
     std::vector<float> widened(n);
     loom::convert(from, narrow.data(), DType::f32, widened.data(), n);
-    for (DType to : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+    for (DType to : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::gq8_64,
+                     DType::gq4_32, DType::gq4_128}) {
       INFO(loom::dtype_name(from) << " -> " << loom::dtype_name(to));
       const auto& t = loom::dtype_traits(to);
       const size_t bytes =

@@ -21,7 +21,9 @@ namespace tq = loom::test::quant;
 namespace {
 
 constexpr DType kWeightTypes[] = {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                                  DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
+                                  DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k,
+                                  DType::gq8_32, DType::gq8_64, DType::gq8_128,
+                                  DType::gq4_32, DType::gq4_64, DType::gq4_128};
 
 struct IsaScope {
   explicit IsaScope(loom::Isa isa) { loom::set_isa_cap(isa); }
@@ -175,7 +177,7 @@ TEST_CASE("quantized dot: error of the 8-bit activations against f32 activations
   for (DType type : kWeightTypes) {
     const Problem p(type, 64, 2048, 4, false, 31);
     const double rel = relative_l2(p, p.run(loom::quant::active_dot_family()), p.x);
-    std::printf("  %-5s %.2e\n", std::string(loom::dtype_name(type)).c_str(), rel);
+    std::printf("  %-7s %.2e\n", std::string(loom::dtype_name(type)).c_str(), rel);
     INFO(loom::dtype_name(type));
     CHECK(rel < 1e-2);
     CHECK(rel > 1e-4);  // the activations really were quantized

@@ -22,12 +22,19 @@ inline std::vector<float> gaussian(size_t n, uint32_t seed, float stddev = 1.0f)
   return out;
 }
 
-// Byte offsets of the f16 scale fields of each weight block type (ggml-common.h).
+// Byte offsets of the f16 scale fields of each weight block type (ggml-common.h, and
+// loom's group layouts in tensor/quant/blocks.hpp).
 inline std::vector<size_t> f16_fields(DType dtype) {
   switch (dtype) {
     case DType::q8_0:
     case DType::q4_0:
-    case DType::q5_0: return {0};
+    case DType::q5_0:
+    case DType::gq8_32:
+    case DType::gq8_64:
+    case DType::gq8_128:
+    case DType::gq4_32:
+    case DType::gq4_64:
+    case DType::gq4_128: return {0};
     case DType::q4_1:
     case DType::q5_1:
     case DType::q8_1:

@@ -72,7 +72,13 @@ DType activation_of(DType weight) noexcept {
     case DType::q4_0:
     case DType::q4_1:
     case DType::q5_0:
-    case DType::q5_1: return DType::q8_0;
+    case DType::q5_1:
+    case DType::gq8_32:
+    case DType::gq8_64:
+    case DType::gq8_128:
+    case DType::gq4_32:
+    case DType::gq4_64:
+    case DType::gq4_128: return DType::q8_0;
     case DType::q2_k:
     case DType::q3_k:
     case DType::q4_k:
@@ -172,14 +178,16 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
           ? rows
           : std::max<int64_t>(1, static_cast<int64_t>(kRowChunkBytes / row_bytes));
   // q8_0 activations: their f16 block scales as f32, converted once here rather than once
-  // per weight row in the kernels.
+  // per weight row in the kernels. Indexed by activation block (a group type's weight
+  // block spans several).
+  const int64_t act_blocks = cols / dtype_traits(act_dtype).block_elems;
   thread_local std::vector<float> act_scales;
   if (act_dtype == DType::q8_0) {
-    act_scales.resize(static_cast<size_t>(n_act * blocks));
+    act_scales.resize(static_cast<size_t>(n_act * act_blocks));
     for (int64_t t = 0; t < n_act; ++t) {
       const uint8_t* row = abytes + static_cast<size_t>(t) * act_row_bytes;
-      float* dst = act_scales.data() + t * blocks;
-      for (int64_t b = 0; b < blocks; ++b) {
+      float* dst = act_scales.data() + t * act_blocks;
+      for (int64_t b = 0; b < act_blocks; ++b) {
         dst[b] = load_f16(row + static_cast<size_t>(b) * sizeof(BlockQ8_0));
       }
     }
@@ -190,7 +198,7 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
   if (preparation.run) {
     prepared.resize(static_cast<size_t>(n_act) * prepared_bytes);
     for (int64_t t = 0; t < n_act; ++t) {
-      const float* scales = act_dtype == DType::q8_0 ? act_scales.data() + t * blocks : nullptr;
+      const float* scales = act_dtype == DType::q8_0 ? act_scales.data() + t * act_blocks : nullptr;
       preparation.run(abytes + static_cast<size_t>(t) * act_row_bytes, scales, blocks,
                       prepared.data() + static_cast<size_t>(t) * prepared_bytes);
     }
@@ -205,7 +213,7 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
       for (int t = 0; t < nt; ++t) {
         const auto i = static_cast<size_t>(t);
         tile.rows[i] = abytes + static_cast<size_t>(t0 + t) * act_row_bytes;
-        tile.scales[i] = act_dtype == DType::q8_0 ? act_scales.data() + (t0 + t) * blocks : nullptr;
+        tile.scales[i] = act_dtype == DType::q8_0 ? act_scales.data() + (t0 + t) * act_blocks : nullptr;
         tile.prepared[i] = preparation.run
                                ? prepared.data() + static_cast<size_t>(t0 + t) * prepared_bytes
                                : nullptr;

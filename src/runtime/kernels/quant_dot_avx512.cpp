@@ -189,6 +189,12 @@ KernelSet make_set() {
   register_tiles<KWithMin<false>::Tile>(set, DType::q4_k);
   register_tiles<KWithMin<true>::Tile>(set, DType::q5_k);
   register_tiles<Q6KZ::Tile>(set, DType::q6_k);
+  register_tiles<Grouped<WGq8<32>>::Tile>(set, DType::gq8_32);
+  register_tiles<Grouped<WGq8<64>>::Tile>(set, DType::gq8_64);
+  register_tiles<Grouped<WGq8<128>>::Tile>(set, DType::gq8_128);
+  register_tiles<Grouped<WGq4<32>>::Tile>(set, DType::gq4_32);
+  register_tiles<Grouped<WGq4<64>>::Tile>(set, DType::gq4_64);
+  register_tiles<Grouped<WGq4<128>>::Tile>(set, DType::gq4_128);
   set.quantize_q8_0 = quantize_act_q8_0;
   set.quantize_q8_k = quantize_act_q8_k;
   return set;

@@ -33,12 +33,13 @@ struct Preparation {
 
 // out[t] = dot(weight row w, activation row t of the tile) for t < nt, over `blocks`
 // weight blocks (and as many activation blocks: q8_0 blocks for the 32-element types, q8_k
-// super-blocks for the k-quants). One function per tile width nt = 1..kMaxTile.
+// super-blocks for the k-quants; for the group types, G/32 q8_0 blocks per weight block,
+// and the tile's scales are indexed by activation block). One function per tile width nt = 1..kMaxTile.
 using RowDotFn = void (*)(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out);
 // Quantizes n (a whole number of blocks) f32 values into activation blocks.
 using QuantizeActFn = void (*)(const float* x, uint8_t* dst, int64_t n);
 
-inline constexpr size_t kDTypeCount = static_cast<size_t>(DType::q8_1) + 1;
+inline constexpr size_t kDTypeCount = static_cast<size_t>(DType::gq4_128) + 1;
 
 struct KernelSet {
   // Indexed by weight DType; a null row has no kernel in this family.

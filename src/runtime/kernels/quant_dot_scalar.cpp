@@ -8,6 +8,8 @@
 //   q4_1, q5_1:  sum += (d_w * d_a) * isum + (m_w * d_a) * sum(q_a)   (q8_0 activations,
 //                where ggml uses q8_1's f16 sum)
 //   q2_k:        sum += (d_a * d) * isum - (d_a * dmin) * sum_g(m_g * bsum_g)
+//   gq8, gq4:    sum += (d_w * d_a) * isum per 32-element activation block (loom's own
+//                types; gq4's isum is over (q - z) * q_a)
 //   q3_k..q6_k:  eight lane sums, lane l += (d * d_a) * isum_l over elements e = l mod 8;
 //                q4_k / q5_k subtract (dmin * d_a) * sum_g(m_g * bsum_g) from a separate
 //                sum; the lanes are added to it at the end of the row.
@@ -220,6 +222,33 @@ void block_q6_k(const uint8_t* w, const uint8_t* a, Acc& acc) {
             acc);
 }
 
+// loom's group types: a weight block (one group of G) meets G/32 q8_0 activation blocks,
+// each with its own scale: sum += (d_w * d_a) * isum per activation block.
+template <int G>
+void block_gq8(const uint8_t* w, const uint8_t* a, Acc& acc) {
+  const float d = load_f16(w + group::d);
+  const auto* qw = reinterpret_cast<const int8_t*>(w + group::gq8_qs);
+  for (int s = 0; s < G / kBlock; ++s, a += kQ8_0Bytes, qw += kBlock) {
+    const int8_t* qa = q8_0_quants(a);
+    int sum = 0;
+    for (int j = 0; j < kBlock; ++j) sum += qw[j] * qa[j];
+    acc.sum += (d * load_f16(a)) * static_cast<float>(sum);
+  }
+}
+
+template <int G>
+void block_gq4(const uint8_t* w, const uint8_t* a, Acc& acc) {
+  const float d = load_f16(w + group::d);
+  const int z = w[group::gq4_z] & 0xF;
+  const uint8_t* qs = w + group::gq4_qs;
+  for (int s = 0; s < G / kBlock; ++s, a += kQ8_0Bytes, qs += 16) {
+    const int8_t* qa = q8_0_quants(a);
+    int sum = 0;
+    for (int j = 0; j < 16; ++j) sum += ((qs[j] & 0xF) - z) * qa[j] + ((qs[j] >> 4) - z) * qa[j + 16];
+    acc.sum += (d * load_f16(a)) * static_cast<float>(sum);
+  }
+}
+
 // ---- row kernels ----
 
 template <void (*BlockDot)(const uint8_t*, const uint8_t*, Acc&), size_t kWeightBytes,
@@ -261,6 +290,19 @@ using DotQ5K = RowDot<block_q5_k, sizeof(BlockQ5K), kQ8KBytes>::Tile<Nt>;
 template <int Nt>
 using DotQ6K = RowDot<block_q6_k, sizeof(BlockQ6K), kQ8KBytes>::Tile<Nt>;
 
+template <int Nt>
+using DotGq8_32 = RowDot<block_gq8<32>, group::block_bytes(8, 32), kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotGq8_64 = RowDot<block_gq8<64>, group::block_bytes(8, 64), 2 * kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotGq8_128 = RowDot<block_gq8<128>, group::block_bytes(8, 128), 4 * kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotGq4_32 = RowDot<block_gq4<32>, group::block_bytes(4, 32), kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotGq4_64 = RowDot<block_gq4<64>, group::block_bytes(4, 64), 2 * kQ8_0Bytes>::Tile<Nt>;
+template <int Nt>
+using DotGq4_128 = RowDot<block_gq4<128>, group::block_bytes(4, 128), 4 * kQ8_0Bytes>::Tile<Nt>;
+
 KernelSet make_scalar_set() {
   KernelSet set;
   register_tiles<DotQ8_0>(set, DType::q8_0);
@@ -273,6 +315,12 @@ KernelSet make_scalar_set() {
   register_tiles<DotQ4K>(set, DType::q4_k);
   register_tiles<DotQ5K>(set, DType::q5_k);
   register_tiles<DotQ6K>(set, DType::q6_k);
+  register_tiles<DotGq8_32>(set, DType::gq8_32);
+  register_tiles<DotGq8_64>(set, DType::gq8_64);
+  register_tiles<DotGq8_128>(set, DType::gq8_128);
+  register_tiles<DotGq4_32>(set, DType::gq4_32);
+  register_tiles<DotGq4_64>(set, DType::gq4_64);
+  register_tiles<DotGq4_128>(set, DType::gq4_128);
   set.quantize_q8_0 = quantize_act_q8_0_scalar;
   set.quantize_q8_k = quantize_act_q8_k_scalar;
   return set;

@@ -216,6 +216,62 @@ struct Legacy {
   };
 };
 
+// ===================== loom's group types, q8_0 activations =====================
+//
+// A weight block is one group of G elements with one f16 scale; it meets G/32 q8_0
+// activation blocks (tile scales indexed by activation block). Both types unpack each
+// 32-element run into signed int8 (gq8: as stored; gq4: nibble - z, in [-15, 15]) and
+// take the sign-transfer product, like q4_0.
+
+template <int G>
+struct WGq8 {
+  static constexpr int kGroup = G;
+  static constexpr size_t kBytes = 2 + G;
+  QD_INLINE static __m256i values(const uint8_t* b, int s) { return load256(b + 2 + 32 * s); }
+};
+
+template <int G>
+struct WGq4 {
+  static constexpr int kGroup = G;
+  static constexpr size_t kBytes = 4 + G / 2;
+  QD_INLINE static __m256i values(const uint8_t* b, int s) {
+    return _mm256_sub_epi8(nibbles_32(b + 4 + 16 * s), _mm256_set1_epi8(static_cast<char>(b[2] & 0xF)));
+  }
+};
+
+template <class W>
+struct Grouped {
+  static constexpr int kRuns = W::kGroup / 32;
+
+  template <int Nt>
+  struct Tile {
+    QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
+                              float* out) {
+      // Alternate two accumulator sets over the 32-element runs to hide FMA latency.
+      __m256 acc[2][Nt];
+      for (int t = 0; t < Nt; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* wb = w + static_cast<size_t>(b) * W::kBytes;
+        prefetch_ahead(wb, W::kBytes);
+        const float dw = f16(wb);
+        for (int s = 0; s < kRuns; ++s) {
+          const size_t ai = static_cast<size_t>(b) * kRuns + static_cast<size_t>(s);
+          const __m256i q = W::values(wb, s);
+          const __m256i magnitude = _mm256_sign_epi8(q, q);
+          __m256* set = acc[s & 1];
+          for (int t = 0; t < Nt; ++t) {
+            const __m256i a = _mm256_sign_epi8(load256(acts.rows[t] + ai * kActQ8_0 + 2), q);
+            const __m256i prod = dot_u8s8(_mm256_setzero_si256(), magnitude, a);
+            set[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(dw * acts.scales[t][ai]),
+                                     set[t]);
+          }
+        }
+      }
+      for (int t = 0; t < Nt; ++t) out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+    }
+  };
+};
+
 // ===================== k-quants, q8_k activations =====================
 
 // q4_k / q5_k: the 8 six-bit scales and mins packed in 12 bytes (see k4_scale_min),

@@ -168,6 +168,24 @@ inline constexpr size_t q8_k_qs = offsetof(BlockQ8K, qs);
 inline constexpr size_t q8_k_bsums = offsetof(BlockQ8K, bsums);
 }  // namespace off
 
+// loom's group-quantized types (pack files; gq8_G and gq4_G for G = 32, 64, 128): one
+// block per group of G consecutive elements of a row.
+//   gq8_G: f16 d @0; i8 q[G] @2.                        x = d * q
+//   gq4_G: f16 d @0; u8 z @2 (low 4 bits; the high ones are written 0 and ignored);
+//          u8 reserved @3 (0); u8 qs[G/2] @4.            x = d * (q - z), q, z in 0..15
+// gq4's quants come in runs of 32 elements: byte 16s + j holds element 32s + j in its
+// low nibble and element 32s + 16 + j in its high one (q4_0's order, per 32 elements),
+// so every kernel reads a group as G/32 q4_0-shaped halves.
+namespace group {
+inline constexpr size_t d = 0;
+inline constexpr size_t gq8_qs = 2;
+inline constexpr size_t gq4_z = 2;
+inline constexpr size_t gq4_qs = 4;
+constexpr size_t block_bytes(int bits, int group) {
+  return bits == 8 ? gq8_qs + static_cast<size_t>(group) : gq4_qs + static_cast<size_t>(group) / 2;
+}
+}  // namespace group
+
 inline uint16_t load_u16(const uint8_t* p) noexcept {
   uint16_t v;
   std::memcpy(&v, p, sizeof v);

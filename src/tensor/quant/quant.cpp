@@ -20,7 +20,7 @@ struct Codec {
 };
 
 // One row per quantized dtype; every one can be read and written.
-constexpr std::array<Codec, 12> kCodecs{{
+constexpr std::array<Codec, 18> kCodecs{{
     {DType::q8_0, codec::dequantize_q8_0, codec::quantize_q8_0},
     {DType::q4_0, codec::dequantize_q4_0, codec::quantize_q4_0},
     {DType::q4_1, codec::dequantize_q4_1, codec::quantize_q4_1},
@@ -33,6 +33,21 @@ constexpr std::array<Codec, 12> kCodecs{{
     {DType::q6_k, codec::dequantize_q6_k, codec::quantize_q6_k},
     {DType::q8_k, codec::dequantize_q8_k, codec::quantize_q8_k},
     {DType::q8_1, codec::dequantize_q8_1, codec::quantize_q8_1},
+    {DType::gq8_32, codec::dequantize_gq8<32>, codec::quantize_gq8<32>},
+    {DType::gq8_64, codec::dequantize_gq8<64>, codec::quantize_gq8<64>},
+    {DType::gq8_128, codec::dequantize_gq8<128>, codec::quantize_gq8<128>},
+    {DType::gq4_32, codec::dequantize_gq4<32>, codec::quantize_gq4<32>},
+    {DType::gq4_64, codec::dequantize_gq4<64>, codec::quantize_gq4<64>},
+    {DType::gq4_128, codec::dequantize_gq4<128>, codec::quantize_gq4<128>},
+}};
+
+constexpr std::array<GroupType, 6> kGroupTypes{{
+    {DType::gq8_32, 8, 32},
+    {DType::gq8_64, 8, 64},
+    {DType::gq8_128, 8, 128},
+    {DType::gq4_32, 4, 32},
+    {DType::gq4_64, 4, 64},
+    {DType::gq4_128, 4, 128},
 }};
 
 const Codec* find_codec(DType dtype) noexcept {
@@ -63,6 +78,15 @@ void require_finite(const float* src, size_t n, DType to) {
 }
 
 }  // namespace
+
+std::span<const GroupType> group_types() noexcept { return kGroupTypes; }
+
+std::optional<DType> group_dtype(int bits, int group) noexcept {
+  for (const auto& g : kGroupTypes) {
+    if (g.bits == bits && g.group == group) return g.dtype;
+  }
+  return std::nullopt;
+}
 
 bool can_dequantize(DType dtype) noexcept { return find_codec(dtype) != nullptr; }
 

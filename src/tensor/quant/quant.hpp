@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 
 #include "loom/dtype.hpp"
 
@@ -35,6 +37,19 @@ void quantize(DType dtype, const float* src, void* dst, size_t n);
 // through a bounded f32 buffer.
 void quantize_from(DType from, const void* src, DType to, void* dst, size_t n);
 
+// ---- loom's group-quantized types ----
+// gq8_G (int8, one f16 scale per group) and gq4_G (int4, f16 scale + 4-bit zero point
+// per group) for group sizes G = 32, 64, 128 along a row; layouts in blocks.hpp.
+struct GroupType {
+  DType dtype;
+  int bits;   // 8 or 4
+  int group;  // elements per group
+};
+// Every group type, as a table (the DType table has their block sizes).
+std::span<const GroupType> group_types() noexcept;
+// The group type of `bits` with group size `group`; nullopt when there is none.
+std::optional<DType> group_dtype(int bits, int group) noexcept;
+
 // ---- dot products on quantized weights ----
 // Implemented by the kernels in src/runtime/kernels/ (quant_dot.cpp); that folder's
 // quant_dot.hpp adds the embedding-row lookup and the per-family hooks for tests.
@@ -47,10 +62,12 @@ void quantize_from(DType from, const void* src, DType to, void* dst, size_t n);
 // Every function is single-threaded, reentrant and touches only its arguments.
 
 // True when dot_rows() handles weights of `dtype`: q8_0, q4_0, q4_1, q5_0, q5_1, q2_k,
-// q3_k, q4_k, q5_k, q6_k.
+// q3_k, q4_k, q5_k, q6_k and the group types.
 bool has_kernels(DType weight) noexcept;
 // The activation dtype the weight type's dot product consumes: q8_0 for the 32-element
-// types (q4_1/q5_1 included: the kernels sum the activation quants themselves), q8_k for
+// types (q4_1/q5_1 included: the kernels sum the activation quants themselves) and for
+// the group types (every group size is a whole number of 32-element activation blocks,
+// so each group meets G/32 int8 activation blocks, each with its own scale), q8_k for
 // the k-quants. Throws Error(unsupported) for a dtype without kernels.
 DType activation_dtype(DType weight);
 // Quantizes n floats (a whole number of `act` blocks; act is q8_0 or q8_k) into dst.

@@ -38,6 +38,16 @@ void quantize_q5_k(const float* src, uint8_t* dst, size_t blocks);
 void quantize_q6_k(const float* src, uint8_t* dst, size_t blocks);
 void quantize_q8_k(const float* src, uint8_t* dst, size_t blocks);
 
+// loom's group types (quant_group.cpp), Group = 32, 64 or 128
+template <int Group>
+void dequantize_gq8(const uint8_t* src, float* dst, size_t blocks);
+template <int Group>
+void quantize_gq8(const float* src, uint8_t* dst, size_t blocks);
+template <int Group>
+void dequantize_gq4(const uint8_t* src, float* dst, size_t blocks);
+template <int Group>
+void quantize_gq4(const float* src, uint8_t* dst, size_t blocks);
+
 // Round to nearest, ties to even, for |x| < 2^22: adding 1.5 * 2^23 leaves the
 // rounded integer in the low mantissa bits (the trick ggml's nearest_int uses, so
 // results match its quantizers exactly).
