@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "common/json_writer.hpp"
 
 namespace loom {
@@ -22,6 +24,18 @@ std::string shape_json(const Shape& s) {
   return out + "]";
 }
 
+// "q4_k x 12, q6_k x 5, f32 x 9": tensors by stored dtype, in DType table order, so a
+// mixed quantization shows what each recipe chose without a full trace.
+std::string dtype_summary(const std::vector<TensorLoadRecord>& tensors) {
+  std::map<DType, int> counts;
+  for (const auto& t : tensors) {
+    if (!t.tied) ++counts[t.stored_dtype];
+  }
+  std::string out;
+  for (const auto& [dtype, n] : counts) out += fmt::format("{}{} x {}", out.empty() ? "" : ", ", dtype_name(dtype), n);
+  return out;
+}
+
 }  // namespace
 
 std::string LoadReport::to_text(bool trace) const {
@@ -31,6 +45,7 @@ std::string LoadReport::to_text(bool trace) const {
   out += fmt::format("arch       {}\n", architecture);
   out += fmt::format("tensors    {} expected, {} loaded: {} zero-copy, {} converted\n", expected_tensors,
                      loaded_tensors, zero_copy_tensors, converted_tensors);
+  if (const std::string d = dtype_summary(tensors); !d.empty()) out += fmt::format("dtypes     {}\n", d);
   for (const auto& t : tied) out += fmt::format("tied       {}\n", t);
   if (conversion_totals.nan_count || conversion_totals.inf_count || conversion_totals.clamped_count) {
     out += fmt::format("conversion {} NaN, {} Inf, {} clamped\n", conversion_totals.nan_count,
