@@ -1,5 +1,6 @@
 // Quantized matrix-vector throughput, single thread: GB/s of weight bytes read by
-// loom::quant::dot_rows for 2048x8192 and 8192x2048 weights in q8_0, q4_0, q4_k, q6_k,
+// loom::quant::dot_rows for 2048x8192 and 8192x2048 weights in q8_0, q4_0, q4_k, q6_k and
+// loom's group types gq8 / gq4 (groups of 32 and 128),
 // next to this core's streaming read bandwidth, measured first by the same program with
 // the probe the other benchmarks share (bench/machine_ceilings: a plain f32 sum over
 // 2 GiB, best of 5), so each result is also given as a fraction of it ("of_stream").
@@ -18,6 +19,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -103,7 +105,9 @@ std::vector<uint8_t> make_activations(DType weight, int64_t cols, int64_t n) {
   return out;
 }
 
-constexpr DType kTypes[] = {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
+constexpr DType kTypes[] = {DType::q8_0,   DType::q4_0,   DType::q4_k,   DType::q6_k,
+                            DType::gq8_32, DType::gq8_128, DType::gq4_32, DType::gq4_128};
+constexpr int64_t kTypeCount = static_cast<int64_t>(std::size(kTypes));
 
 void report(benchmark::State& state, const Weights& w, int64_t n_act) {
   const double bytes = static_cast<double>(state.iterations()) * static_cast<double>(w.bytes);
@@ -159,7 +163,7 @@ void register_benchmarks() {
       ->Unit(benchmark::kMillisecond)
       ->MinTime(1.0)
       ->UseRealTime();
-  for (int64_t type = 0; type < 4; ++type) {
+  for (int64_t type = 0; type < kTypeCount; ++type) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 8192}, {8192, 2048}}) {
       for (int64_t cold : {1, 0}) {
         benchmark::RegisterBenchmark("BM_matvec", BM_dot_rows)
@@ -170,7 +174,7 @@ void register_benchmarks() {
       }
     }
   }
-  for (int64_t type = 0; type < 4; ++type) {
+  for (int64_t type = 0; type < kTypeCount; ++type) {
     for (int64_t family : {1, 2}) {
       for (int64_t n_act : {1, 4}) {
         benchmark::RegisterBenchmark("BM_matvec_l2", BM_dot_rows)
@@ -181,7 +185,7 @@ void register_benchmarks() {
     }
   }
   // Every family on the cold 2048x8192 matvec, for comparison.
-  for (int64_t type = 0; type < 4; ++type) {
+  for (int64_t type = 0; type < kTypeCount; ++type) {
     for (int64_t family : {0, 1, 2}) {
       benchmark::RegisterBenchmark("BM_matvec_family", BM_dot_rows)
           ->Args({type, 2048, 8192, 1, family, 1})
@@ -190,7 +194,7 @@ void register_benchmarks() {
           ->UseRealTime();
     }
   }
-  for (int64_t type = 0; type < 4; ++type) {
+  for (int64_t type = 0; type < kTypeCount; ++type) {
     benchmark::RegisterBenchmark("BM_prefill", BM_dot_rows)
         ->Args({type, 2048, 8192, 0, -1, 32})
         ->Unit(benchmark::kMillisecond)

@@ -1,7 +1,7 @@
 // End-to-end tokens/s on generated Llama-shaped models, with the machine's ceilings
 // measured in the same run.
 //
-//   build/bench/loom_tokens_per_second [--shape small|1b] [--dtype f32,f16,bf16]
+//   build/bench/loom_tokens_per_second [--shape small|1b] [--dtype f32,f16,bf16,q8_0,q4_k,gq8_32,gq4_32,...]
 //                                      [--threads 1,2] [--prompt 128] [--steps 64]
 //
 // For each dtype and thread count it prints prefill tokens/s (one batched pass over a
@@ -22,6 +22,7 @@
 #include "loom/session.hpp"
 #include "machine_ceilings.hpp"
 #include "model/weight_slots.hpp"
+#include "tensor/quant/quant.hpp"
 
 namespace {
 
@@ -70,15 +71,23 @@ loom::Tensor random_tensor(const loom::Shape& shape, loom::DType dtype, uint64_t
   loom::Tensor t = loom::Tensor::empty(shape, dtype);
   const int64_t n = shape.numel();
   std::vector<float> chunk(1 << 16);
-  const size_t elem = static_cast<size_t>(loom::dtype_size(dtype));
+  // Chunks of 2^16 elements are whole blocks of every block type, so quantized dtypes
+  // (q8_0, q4_k, gq4_32, ...) fill chunk by chunk too.
+  const auto& traits = loom::dtype_traits(dtype);
+  const auto block_elems = static_cast<size_t>(traits.block_elems);
+  const auto block_bytes = static_cast<size_t>(traits.block_bytes);
   for (int64_t done = 0; done < n; done += static_cast<int64_t>(chunk.size())) {
     const auto count = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(chunk.size()), n - done));
     for (size_t i = 0; i < count; ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       chunk[i] = offset + a * (static_cast<float>(state >> 40) / 8388608.0f - 1.0f);
     }
-    loom::convert(loom::DType::f32, chunk.data(), dtype,
-                  static_cast<std::byte*>(t.mutable_raw_data()) + static_cast<size_t>(done) * elem, count);
+    auto* dst = static_cast<std::byte*>(t.mutable_raw_data()) + static_cast<size_t>(done) / block_elems * block_bytes;
+    if (loom::is_quantized(dtype)) {
+      loom::quant::quantize(dtype, chunk.data(), dst, count);
+    } else {
+      loom::convert(loom::DType::f32, chunk.data(), dtype, dst, count);
+    }
   }
   return t;
 }

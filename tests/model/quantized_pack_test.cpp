@@ -295,7 +295,7 @@ TEST_CASE("reference stories260K (trained, tied) quantized packs against its f32
     double bound;  // ~1.5x what loom measured (printed)
   };
   // Measured: q8_0 0.0093, gq8 0.013 (32) 0.0092 (64), q4_0 0.17, gq4 0.096 (32) 0.102 (64),
-  // gq4_m 0.086. (One 30-token prompt: differences of ~20% between similar types are noise.)
+  // gq4_m 0.086. (One 5-token prompt: differences of ~40% between similar types are noise.)
   const std::vector<Case> cases{{"q8_0", 0, 0.015}, {"gq8", 32, 0.02}, {"gq8", 64, 0.02},
                                 {"q4_0", 0, 0.25}, {"gq4", 32, 0.15}, {"gq4", 64, 0.15},
                                 {"gq4_m", 32, 0.13}};

@@ -167,6 +167,42 @@ TEST_CASE("cli: convert to a pack, verify it, detect corruption, convert to safe
   CHECK(contains(r.output, "\"architecture\": \"llama\""));
 }
 
+TEST_CASE("cli: quantized packs with --quantize gq4 --group 64 and a preset, bad values named") {
+  Fixture f;
+  t::TempDir out;
+  const std::string src = quote(f.model.string());
+  const fs::path gq = out / "gq4.pack";
+  Run r = loom_cli("convert --model " + src + " --out " + quote(gq.string()) + " --quantize gq4 --group 64");
+  REQUIRE(r.code == 0);
+  const std::string index = t::read_file_text(gq / "index.json");
+  CHECK(contains(index, "\"dtype\": \"gq4_64\""));
+  CHECK(contains(index, "\"recipe\": \"gq4_64\""));
+  r = loom_cli("inspect --model " + quote(gq.string()) + " --trace");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "gq4_64 x "));
+  r = loom_cli("run --model " + quote(gq.string()) + " --prompt hello --max-tokens 3 --no-report");
+  CHECK(r.code == 0);
+
+  const fs::path km = out / "km.pack";
+  r = loom_cli("convert --model " + src + " --out " + quote(km.string()) + " --quantize Q4_K_M");
+  REQUIRE(r.code == 0);
+  const std::string km_index = t::read_file_text(km / "index.json");
+  CHECK(contains(km_index, "\"recipe\": \"q4_k_m\""));
+  CHECK(contains(km_index, "\"blk.0.ffn_down\": \"q6_k\""));
+  CHECK(contains(km_index, "\"blk.0.ffn_up\": \"q4_k\""));
+  r = loom_cli("run --model " + quote(km.string()) + " --prompt hello --max-tokens 3 --no-report");
+  CHECK(r.code == 0);
+
+  r = loom_cli("convert --model " + src + " --out " + quote((out / "bad").string()) + " --quantize gq4 --group 48");
+  CHECK(r.code != 0);
+  CHECK(contains(r.output, "group size 48 is not one of 32, 64, 128"));
+  CHECK_FALSE(fs::exists(out / "bad.partial"));
+  r = loom_cli("convert --model " + src + " --out " + quote((out / "bad").string()) + " --quantize q4_k_xl");
+  CHECK(r.code != 0);
+  CHECK(contains(r.output, "unknown quantization 'q4_k_xl'; valid: q8_0"));
+  CHECK(contains(r.output, "gq4_m"));
+}
+
 TEST_CASE("cli: a conversion killed mid-way resumes to a byte-identical pack") {
   Fixture f;
   t::TempDir out;
