@@ -192,9 +192,12 @@ KernelSet make_set() {
   register_tiles<Grouped<WGq8<32>>::Tile>(set, DType::gq8_32);
   register_tiles<Grouped<WGq8<64>>::Tile>(set, DType::gq8_64);
   register_tiles<Grouped<WGq8<128>>::Tile>(set, DType::gq8_128);
-  register_tiles<Grouped<WGq4<32>>::Tile>(set, DType::gq4_32);
-  register_tiles<Grouped<WGq4<64>>::Tile>(set, DType::gq4_64);
-  register_tiles<Grouped<WGq4<128>>::Tile>(set, DType::gq4_128);
+  register_tiles<GroupedU4<32>::Tile>(set, DType::gq4_32);
+  set.prepare[static_cast<size_t>(DType::gq4_32)] = {gq4_act_sums_bytes<32>, gq4_act_sums<32>};
+  register_tiles<GroupedU4<64>::Tile>(set, DType::gq4_64);
+  set.prepare[static_cast<size_t>(DType::gq4_64)] = {gq4_act_sums_bytes<64>, gq4_act_sums<64>};
+  register_tiles<GroupedU4<128>::Tile>(set, DType::gq4_128);
+  set.prepare[static_cast<size_t>(DType::gq4_128)] = {gq4_act_sums_bytes<128>, gq4_act_sums<128>};
   set.quantize_q8_0 = quantize_act_q8_0;
   set.quantize_q8_k = quantize_act_q8_k;
   return set;

@@ -219,9 +219,9 @@ struct Legacy {
 // ===================== loom's group types, q8_0 activations =====================
 //
 // A weight block is one group of G elements with one f16 scale; it meets G/32 q8_0
-// activation blocks (tile scales indexed by activation block). Both types unpack each
-// 32-element run into signed int8 (gq8: as stored; gq4: nibble - z, in [-15, 15]) and
-// take the sign-transfer product, like q4_0.
+// activation blocks (tile scales indexed by activation block). gq8 takes the
+// sign-transfer product like q8_0 (Grouped); gq4 multiplies its unsigned levels and
+// corrects for the zero point once per row (GroupedU4).
 
 template <int G>
 struct WGq8 {
@@ -230,44 +230,161 @@ struct WGq8 {
   QD_INLINE static __m256i values(const uint8_t* b, int s) { return load256(b + 2 + 32 * s); }
 };
 
-template <int G>
-struct WGq4 {
-  static constexpr int kGroup = G;
-  static constexpr size_t kBytes = 4 + G / 2;
-  QD_INLINE static __m256i values(const uint8_t* b, int s) {
-    return _mm256_sub_epi8(nibbles_32(b + 4 + 16 * s), _mm256_set1_epi8(static_cast<char>(b[2] & 0xF)));
-  }
-};
+// Independent f32 accumulation chains per activation: every 32-element run ends in one
+// FMA into its chain, so a single chain would cap a narrow tile at one run per FMA
+// latency (~4 cycles for 16-34 bytes of weights). Wide tiles have Nt chains already.
+template <int Nt>
+inline constexpr int kGroupChains = Nt == 1 ? 4 : (Nt == 2 ? 2 : 1);
+
+// The chain a run accumulates into must be a compile-time constant (a run-time index
+// would put the accumulators in memory): blocks go in steps that cover whole multiples of
+// kChains runs, and the loops over them are fully unrolled.
+template <int kRuns, int kChains>
+inline constexpr int kBlockStep = kChains > kRuns ? kChains / kRuns : 1;
 
 template <class W>
 struct Grouped {
   static constexpr int kRuns = W::kGroup / 32;
 
+  template <int Nt, int kChains>
+  QD_INLINE static void block_at(const uint8_t* w, const ActTile& acts, size_t b, int chain0,
+                                 __m256 (&acc)[kChains][Nt]) {
+    const uint8_t* wb = w + b * W::kBytes;
+    prefetch_ahead(wb, W::kBytes);
+    const __m256 dw = _mm256_set1_ps(f16(wb));
+#pragma GCC unroll 4
+    for (int s = 0; s < kRuns; ++s) {
+      const int c = (chain0 + s) % kChains;
+      const size_t ai = b * kRuns + static_cast<size_t>(s);
+      const __m256i q = W::values(wb, s);
+      const __m256i magnitude = _mm256_sign_epi8(q, q);
+      for (int t = 0; t < Nt; ++t) {
+        const __m256i a = _mm256_sign_epi8(load256(acts.rows[t] + ai * kActQ8_0 + 2), q);
+        const __m256i prod = dot_u8s8(_mm256_setzero_si256(), magnitude, a);
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(acts.scales[t] + ai));
+        acc[c][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), scale, acc[c][t]);
+      }
+    }
+  }
+
   template <int Nt>
   struct Tile {
     QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                               float* out) {
-      // Alternate two accumulator sets over the 32-element runs to hide FMA latency.
-      __m256 acc[2][Nt];
-      for (int t = 0; t < Nt; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
-      for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* wb = w + static_cast<size_t>(b) * W::kBytes;
-        prefetch_ahead(wb, W::kBytes);
-        const float dw = f16(wb);
-        for (int s = 0; s < kRuns; ++s) {
-          const size_t ai = static_cast<size_t>(b) * kRuns + static_cast<size_t>(s);
-          const __m256i q = W::values(wb, s);
-          const __m256i magnitude = _mm256_sign_epi8(q, q);
-          __m256* set = acc[s & 1];
-          for (int t = 0; t < Nt; ++t) {
-            const __m256i a = _mm256_sign_epi8(load256(acts.rows[t] + ai * kActQ8_0 + 2), q);
-            const __m256i prod = dot_u8s8(_mm256_setzero_si256(), magnitude, a);
-            set[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(dw * acts.scales[t][ai]),
-                                     set[t]);
-          }
+      constexpr int kChains = kGroupChains<Nt>;
+      constexpr int kStep = kBlockStep<kRuns, kChains>;
+      __m256 acc[kChains][Nt];
+      for (auto& chain : acc) {
+        for (auto& a : chain) a = _mm256_setzero_ps();
+      }
+      const auto n = static_cast<size_t>(blocks);
+      size_t b = 0;
+      for (; b + kStep <= n; b += kStep) {
+#pragma GCC unroll 4
+        for (int k = 0; k < kStep; ++k) block_at<Nt, kChains>(w, acts, b + static_cast<size_t>(k), k * kRuns, acc);
+      }
+      for (; b < n; ++b) block_at<Nt, kChains>(w, acts, b, 0, acc);
+      for (int t = 0; t < Nt; ++t) {
+        __m256 sum = acc[0][t];
+        for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[c][t]);
+        out[t] = hsum(sum);
+      }
+    }
+  };
+};
+
+// gq4 without the sign transfer: the unsigned levels q (0..15) go straight into the u8
+// side of the product, and the zero point comes back as a per-row correction
+// d_w * z * (d_a * sum(q_a)), with d_a * sum(q_a) of every activation block computed once
+// per dot_rows call (the Preparation below). Three vector operations fewer per 32
+// elements than the sign-transfer form, which matters because gq4 decode is
+// compute-bound.
+template <int G>
+size_t gq4_act_sums_bytes(int64_t blocks) {
+  return static_cast<size_t>(blocks) * (G / 32) * sizeof(float);
+}
+
+template <int G>
+void gq4_act_sums(const uint8_t* row, const float* scales, int64_t blocks, uint8_t* out) {
+  const int64_t n = blocks * (G / 32);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* q = reinterpret_cast<const int8_t*>(row + static_cast<size_t>(i) * kActQ8_0 + 2);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += q[j];
+    const float v = scales[i] * static_cast<float>(sum);
+    std::memcpy(out + static_cast<size_t>(i) * sizeof(float), &v, sizeof v);
+  }
+}
+
+// nibbles_32 without a shuffle-port insert: the 16 bytes broadcast to both halves by
+// the load itself, the upper half shifted right by 4.
+QD_INLINE __m256i nibbles_32_broadcast(const uint8_t* qs) {
+  const __m256i both = _mm256_broadcastsi128_si256(load128(qs));
+  return _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0)),
+                          _mm256_set1_epi8(0x0F));
+}
+
+template <int G>
+struct GroupedU4 {
+  static constexpr int kRuns = G / 32;
+  static constexpr size_t kBytes = 4 + G / 2;
+
+  template <int Nt, int kChains>
+  QD_INLINE static void block_at(const uint8_t* w, const ActTile& acts, size_t b, int chain0,
+                                 __m256 (&acc)[kChains][Nt], float (&correction)[kChains][Nt]) {
+    const uint8_t* wb = w + b * kBytes;
+    prefetch_ahead(wb, kBytes);
+    const float dw = f16(wb);
+    const __m256 dwv = _mm256_set1_ps(dw);
+    const float dz = dw * static_cast<float>(wb[2] & 0xF);
+#pragma GCC unroll 4
+    for (int s = 0; s < kRuns; ++s) {
+      const int c = (chain0 + s) % kChains;
+      const size_t ai = b * kRuns + static_cast<size_t>(s);
+      const __m256i q = nibbles_32_broadcast(wb + 4 + 16 * s);
+      for (int t = 0; t < Nt; ++t) {
+        const __m256i prod = dot_u8s8(_mm256_setzero_si256(), q, load256(acts.rows[t] + ai * kActQ8_0 + 2));
+        const __m256 scale = _mm256_mul_ps(dwv, _mm256_broadcast_ss(acts.scales[t] + ai));
+        acc[c][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), scale, acc[c][t]);
+        float asum;
+        std::memcpy(&asum, acts.prepared[t] + ai * sizeof(float), sizeof asum);
+        correction[c][t] += dz * asum;
+      }
+    }
+  }
+
+  template <int Nt>
+  struct Tile {
+    QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
+                              float* out) {
+      constexpr int kChains = kGroupChains<Nt>;
+      constexpr int kStep = kBlockStep<kRuns, kChains>;
+      __m256 acc[kChains][Nt];
+      float correction[kChains][Nt];
+      for (int c = 0; c < kChains; ++c) {
+        for (int t = 0; t < Nt; ++t) {
+          acc[c][t] = _mm256_setzero_ps();
+          correction[c][t] = 0.0f;
         }
       }
-      for (int t = 0; t < Nt; ++t) out[t] = hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+      const auto n = static_cast<size_t>(blocks);
+      size_t b = 0;
+      for (; b + kStep <= n; b += kStep) {
+#pragma GCC unroll 4
+        for (int k = 0; k < kStep; ++k) {
+          block_at<Nt, kChains>(w, acts, b + static_cast<size_t>(k), k * kRuns, acc, correction);
+        }
+      }
+      for (; b < n; ++b) block_at<Nt, kChains>(w, acts, b, 0, acc, correction);
+      for (int t = 0; t < Nt; ++t) {
+        __m256 sum = acc[0][t];
+        float corr = correction[0][t];
+        for (int c = 1; c < kChains; ++c) {
+          sum = _mm256_add_ps(sum, acc[c][t]);
+          corr += correction[c][t];
+        }
+        out[t] = hsum(sum) - corr;
+      }
     }
   };
 };
