@@ -34,8 +34,13 @@ namespace loom {
 
 struct PackOptions {
   std::optional<DType> dtype;          // matrices' dtype in the pack; nullopt keeps the source's
-  std::string quantize;                // e.g. "q8_0", "q4_k", "gq4" or a preset name; "" = none
-  int group_size = 0;                  // group quantization group (32/64/128); 0 = type default
+  // Quantization recipe for the weight matrices (norms and biases stay f32), any case:
+  // a block type ("q8_0", "q4_k"), a group type ("gq8", "gq4" with group_size, or
+  // "gq4_64"), or a preset ("q4_k_m", "q5_k_m", "gq4_m", ...); "" = none. A bad name or
+  // group size throws Error(invalid_argument) listing the valid ones, before any work.
+  // docs/cli-and-packs.md has the table.
+  std::string quantize;
+  int group_size = 0;                  // gq8 / gq4 group: 32, 64 or 128; 0 = 32
   uint64_t max_data_file_bytes = uint64_t{4} << 30;
   int checkpoint_every = 4;            // tensors between checkpoints
   bool hash_sources = true;            // sha256 of each source file into the provenance
