@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads),
               static_cast<long long>(config.n_kv_heads), static_cast<long long>(config.intermediate_size),
               static_cast<long long>(config.vocab_size), matrix_params(config) / 1e6);
-  std::printf("%-6s %3s %12s %12s %10s %8s %12s %8s\n", "dtype", "thr", "prefill t/s", "decode t/s",
+  std::printf("%-7s %3s %12s %12s %10s %8s %12s %8s\n", "dtype", "thr", "prefill t/s", "decode t/s",
               "dec GB/s", "of bw", "pre GFLOP/s", "of peak");
 
   std::vector<int32_t> tokens(static_cast<size_t>(prompt));
@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
       const double dec_tps = steps / median(decode_s);
       const double dec_gbs = bytes * dec_tps / 1e9;
       const double pre_gflops = (2.0 * matrix_params(config) * prompt + attention_flops) / median(prefill_s) / 1e9;
-      std::printf("%-6s %3d %12.1f %12.2f %10.2f %7.0f%% %12.1f %7.0f%%\n", dname.c_str(), t, pre_tps,
+      std::printf("%-7s %3d %12.1f %12.2f %10.2f %7.0f%% %12.1f %7.0f%%\n", dname.c_str(), t, pre_tps,
                   dec_tps, dec_gbs, 100.0 * dec_gbs / bandwidth[t], pre_gflops,
                   100.0 * pre_gflops / peak[t]);
       std::fflush(stdout);
