@@ -41,6 +41,21 @@ namespace {
 
 constexpr float kGroupMaxEps = 1e-15f;  // groups whose largest |x| is below this are zero
 
+// The element of largest magnitude (the first of equals), with its sign: ggml's
+// symmetric fits map it onto the most negative level.
+float largest_magnitude(const float* x, int n) {
+  float max = 0;
+  float amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  return max;
+}
+
 // ---- scale searches ----
 
 // Fits x ~= scale * L - min_out (L in [0, nmax], min_out >= 0) minimising the weighted
@@ -122,16 +137,8 @@ float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t
 // the max-abs scale (largest-magnitude value onto -nmax) and 18 nearby ones, each
 // followed by the least-squares scale for its levels; returns the best scale.
 float fit_symmetric_scale(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0;
-  float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = largest_magnitude(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
@@ -171,16 +178,8 @@ float fit_symmetric_scale(int n, int nmax, const float* x, int8_t* L) {
 // elements to the level that most improves the x^2-weighted least-squares fit.
 // L receives levels in [0, 2 nmax - 1] (bias nmax).
 float fit_q3_scale(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0;
-  float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = largest_magnitude(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
@@ -610,16 +609,8 @@ void quantize_q6_k(const float* x, uint8_t* dst, size_t blocks) {
 void quantize_q8_k(const float* x, uint8_t* dst, size_t blocks) {
   for (size_t b = 0; b < blocks; ++b, x += kSuperBlock, dst += sizeof(BlockQ8K)) {
     auto* qs = reinterpret_cast<int8_t*>(dst + off::q8_k_qs);
-    float max = 0;
-    float amax = 0;
-    for (int j = 0; j < kSuperBlock; ++j) {
-      const float ax = std::fabs(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
-    if (amax == 0.0f) {
+    const float max = largest_magnitude(x, kSuperBlock);
+    if (max == 0.0f) {
       std::memset(dst, 0, sizeof(BlockQ8K));
       continue;
     }
