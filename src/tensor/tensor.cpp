@@ -1,3 +1,5 @@
+#include <sys/mman.h>
+
 #include "loom/tensor.hpp"
 
 #include <atomic>
@@ -40,6 +42,33 @@ std::string_view layout_name(Layout layout) noexcept {
 
 // ---- Storage ----
 
+namespace {
+
+// Large owned buffers hold converted weights that decode streams once per token. On
+// 4 KiB pages such a stream is physically scattered and the hardware prefetchers stop
+// at every page boundary; measured on the small bench model, f16 decode ran at 50
+// instead of 70 tokens/s when its buffer came from reused (fragmented) memory. Where
+// transparent huge pages are enabled for madvise'd ranges this asks for 2 MiB pages on
+// the aligned interior of the buffer; elsewhere it is a harmless no-op.
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePageMinBuffer = size_t{4} << 20;
+
+void advise_huge_pages(void* p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  if (bytes < kHugePageMinBuffer) return;
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (begin + kHugePage - 1) / kHugePage * kHugePage;
+  const uintptr_t last = (begin + bytes) / kHugePage * kHugePage;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+}  // namespace
+
+
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   if (device != Device::cpu) {
     throw Error(ErrorCode::unsupported, "only the CPU device is implemented");
@@ -52,6 +81,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   if (p == nullptr) {
     throw Error(ErrorCode::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
   }
+  advise_huge_pages(p, rounded);
   s->data_ = static_cast<std::byte*>(p);
   s->size_ = bytes;
   s->owned_ = true;
