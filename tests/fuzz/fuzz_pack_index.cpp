@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const auto source = loom::pack_detail::open_pack(pack, {});
     volatile uint64_t sink = 0;
-    for (const auto& r : source->records()) {
+    for (const auto& r : source->tensors()) {
       const loom::Tensor t = source->load(r);
       if (t.nbytes() > 0) sink = sink + static_cast<const uint8_t*>(t.raw_data())[t.nbytes() - 1];
     }

@@ -124,9 +124,9 @@ int main(int argc, char** argv) {
   write(out / "config_json" / "demo", read(demo / "config.json"));
   loom::LoadOptions quiet;
   quiet.logger = loom::Logger::silent();
-  const loom::ModelConfig base = loom::load_config(demo, quiet);
+  const loom::ModelConfig demo_config = loom::load_config(demo, quiet);
   for (const char* arch : {"llama", "mistral", "qwen2", "phi3", "gpt2", "gemma", "gemma2", "olmo", "stablelm"}) {
-    loom::ModelConfig c = base;
+    loom::ModelConfig c = demo_config;
     c.architecture = arch;
     try {
       write(out / "config_json" / arch, loom::hf_config_json(c));

@@ -30,6 +30,7 @@
 #include "loom/session.hpp"
 #include "loom/tensor.hpp"
 #include "loom/tokenizer.hpp"
+#include "model/config_parse.hpp"
 #include "reliability/reliability_support.hpp"
 #include "support/format_fixtures.hpp"
 #include "support/test_support.hpp"
@@ -227,4 +228,28 @@ TEST_CASE("limits: a tokenizer.json claiming a vast id space or 10^5 merges of u
   const std::string many = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [)" + merges + "]}}";
   refused_quickly_in_bounded_memory([&] { (void)loom::Tokenizer::from_tokenizer_json(many, "merges.json"); },
                                     loom::ErrorCode::format, "merges.json");
+}
+
+// Found by fuzz_config_json: a hidden_size near 2^63 passed the config checks, and the
+// KV cache size computed from it wrapped around (signed overflow).
+TEST_CASE("limits: config.json sizes beyond loom's limits are refused and KV cache sizes never wrap") {
+  const std::string base = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","intermediate_size":128,)"
+                           R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":300,)"
+                           R"("max_position_embeddings":1024,"hidden_size":)";
+  CHECK_NOTHROW(loom::config_parse::from_hf_json(base + "64}", "config.json"));
+  for (const char* hidden : {"9223370001409399096", "1048577", "4611686018427387904"}) {
+    INFO(hidden);
+    t::expect_error([&] { (void)loom::config_parse::from_hf_json(base + hidden + "}", "config.json"); },
+                    loom::ErrorCode::invalid_argument, "hidden_size", "config.json");
+  }
+  // GPT-2 derives the FFN width as 4 x hidden: the product must not wrap either.
+  t::expect_error([&] {
+    (void)loom::config_parse::from_hf_json(
+        R"({"architectures":["GPT2LMHeadModel"],"model_type":"gpt2","n_embd":4611686018427387904,"n_layer":1,)"
+        R"("n_head":1,"vocab_size":10,"n_positions":16})", "config.json");
+  }, loom::ErrorCode::format, "hidden_size", "config.json");
+  loom::ModelConfig c = t::tiny_llama_config();
+  CHECK(loom::kv_cache_bytes_for(c, 256, loom::DType::f32) == 2 * 2 * 2 * 256 * 16 * 4);
+  t::expect_error([&] { (void)loom::kv_cache_bytes_for(c, int64_t{1} << 58, loom::DType::f32); },
+                  loom::ErrorCode::out_of_memory, "exceeds");
 }
