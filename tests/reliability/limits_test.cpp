@@ -237,7 +237,7 @@ TEST_CASE("limits: config.json sizes beyond loom's limits are refused and KV cac
                            R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":300,)"
                            R"("max_position_embeddings":1024,"hidden_size":)";
   CHECK_NOTHROW(loom::config_parse::from_hf_json(base + "64}", "config.json"));
-  for (const char* hidden : {"9223370001409399096", "1048577", "4611686018427387904"}) {
+  for (const char* hidden : {"9223370001409399096", "1048580", "4611686018427387904"}) {
     INFO(hidden);
     t::expect_error([&] { (void)loom::config_parse::from_hf_json(base + hidden + "}", "config.json"); },
                     loom::ErrorCode::invalid_argument, "hidden_size", "config.json");
