@@ -29,6 +29,7 @@
 #include "loom/loader.hpp"
 #include "loom/session.hpp"
 #include "loom/tensor.hpp"
+#include "loom/thread_pool.hpp"
 #include "loom/tokenizer.hpp"
 #include "model/config_parse.hpp"
 #include "reliability/reliability_support.hpp"
@@ -100,9 +101,30 @@ namespace {
 // The child's half of the next test, in a freshly exec'd copy of this executable: a
 // forked child would inherit the parent's heap, whose freed memory it could reuse
 // without asking the kernel, and the limit would prove nothing.
-int load_under_limit(int out, const fs::path& large) {
+int load_under_limit(int out, const fs::path& large, const fs::path& tiny) {
   if (!limit_address_space(40u << 20)) return 10;
   const int64_t owned_at_start = loom::Storage::owned_bytes_live();
+  // Threads whose stacks do not all fit (the first few do): a pool, and a load's
+  // conversion workers, fail with out_of_memory after stopping the threads they started
+  // (a joinable std::thread destroyed would terminate the process instead).
+  try {
+    loom::ThreadPool pool(256);
+    r::child_say(out, "a pool of 256 threads started");
+    return 42;
+  } catch (const loom::Error& e) {
+    r::child_say(out, std::string("pool: ") + e.what() + "\n");
+    if (e.code() != loom::ErrorCode::out_of_memory) return 43;
+  }
+  try {
+    auto options = r::quiet_options();
+    options.threads = 256;
+    (void)loom::load_model(tiny, options);
+    r::child_say(out, "a load with 256 conversion workers succeeded");
+    return 44;
+  } catch (const loom::Error& e) {
+    r::child_say(out, std::string("workers: ") + e.what() + "\n");
+    if (e.code() != loom::ErrorCode::out_of_memory) return 45;
+  }
   int step = 20;
   for (const auto mode : {loom::IoMode::stream, loom::IoMode::mmap}) {
     ++step;
@@ -146,8 +168,9 @@ TEST_CASE("limits child: load under an address-space limit", "[.]") {
   const char* args = std::getenv("LOOM_RELIABILITY_LIMIT_CHILD");
   if (args == nullptr) return;
   const std::string a(args);
-  const auto bar = a.find('|');
-  ::_exit(load_under_limit(std::stoi(a.substr(0, bar)), a.substr(bar + 1)));
+  const auto bar1 = a.find('|');
+  const auto bar2 = a.find('|', bar1 + 1);
+  ::_exit(load_under_limit(std::stoi(a.substr(0, bar1)), a.substr(bar1 + 1, bar2 - bar1 - 1), a.substr(bar2 + 1)));
 }
 
 TEST_CASE("limits: a load under an address-space limit too small for the model fails with out_of_memory") {
@@ -163,9 +186,12 @@ TEST_CASE("limits: a load under an address-space limit too small for the model f
   });
   REQUIRE(writer.exit_code == 0);
   REQUIRE(fs::file_size(large / "model.safetensors") > (50u << 20));
+  const fs::path tiny = dir / "tiny";
+  const loom::ModelConfig tc = t::tiny_llama_config();
+  loom::export_model(tc, t::random_weights(tc, 6), tiny, loom::ExportFormat::safetensors);
 
   const auto child = r::run_in_child([&](int out) {
-    const std::string args = std::to_string(out) + "|" + large.string();
+    const std::string args = std::to_string(out) + "|" + large.string() + "|" + tiny.string();
     ::setenv("LOOM_RELIABILITY_LIMIT_CHILD", args.c_str(), 1);
     ::execl("/proc/self/exe", "loom_tests_reliability", "limits child: load under an address-space limit",
             static_cast<char*>(nullptr));
