@@ -64,9 +64,12 @@ T read_params(const T* p, void (*init)(T*)) {
 template <typename T>
 void write_result(T* dst, const T& src) {
   const uint32_t caller_size = dst->struct_size;
+  // A struct_size too small to hold struct_size itself gets nothing: a partial copy
+  // would overwrite the low bytes of the caller's own size field.
+  if (caller_size < sizeof(uint32_t)) return;
   const size_t n = std::min<size_t>(caller_size, sizeof(T));
   std::memcpy(static_cast<void*>(dst), static_cast<const void*>(&src), n);
-  if (n >= sizeof(uint32_t)) dst->struct_size = caller_size;
+  dst->struct_size = caller_size;
 }
 
 loom_status status_of(ErrorCode code) noexcept;

@@ -94,7 +94,8 @@ class Session {
   std::unique_ptr<State> state_;
 };
 
-// KV cache bytes a session of this model would allocate.
+// KV cache bytes a session of this model would allocate. Throws Error(out_of_memory)
+// when the product does not fit in 63 bits.
 int64_t kv_cache_bytes_for(const ModelConfig& config, int64_t context_length, DType kv_dtype);
 
 }  // namespace loom

@@ -6,6 +6,9 @@
 // stream disjoint slices of each weight matrix from memory. Idle workers spin briefly
 // (a decode step issues hundreds of small parallel_for calls) and then sleep.
 //
+// A worker that cannot be started (no memory for its stack) makes the constructor throw
+// Error(out_of_memory) after stopping the others.
+//
 // Ownership: a Session owns a pool by default; a host may create one and pass it to
 // several sessions (std::shared_ptr) to cap the total thread count.
 // Thread-safety: parallel_for may be called by one thread at a time per pool; a second
@@ -38,6 +41,7 @@ class ThreadPool {
   struct Impl;
 
  private:
+  void stop_workers() noexcept;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -10,7 +10,9 @@
 // is kept as a raw byte (byte-level vocabularies give it its byte token, byte-fallback
 // vocabularies its <0xNN> token, others their unknown token; a vocabulary without any of
 // these drops it, as its reference implementation does), so decode(encode(x)) == x holds
-// whenever the vocabulary has a token for every byte. decode() returns raw bytes too (no
+// whenever the vocabulary has a token for every byte (SentencePiece vocabularies spell
+// spaces as U+2581, so that character in x comes back as a space, and — as llama.cpp
+// does — prefix a space to the text after a matched added token). decode() returns raw bytes too (no
 // U+FFFD substitution); StreamDecoder never splits a UTF-8 character across two pieces.
 //
 // Ownership: a Tokenizer is immutable after construction and always held through

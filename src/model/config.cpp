@@ -1,12 +1,18 @@
 #include "loom/config.hpp"
 
 #include <string>
+#include <tuple>
 
 #include "loom/error.hpp"
 
 namespace loom {
 
 namespace {
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = int64_t{1} << 16;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;  // token ids are below 2^24 (tokenizer limit)
+constexpr int64_t kMaxPositions = int64_t{1} << 32;
+
 void require(bool ok, std::string_view field, const std::string& why) {
   if (!ok) {
     throw Error(ErrorCode::invalid_argument, "config field '" + std::string(field) + "' " + why);
@@ -31,6 +37,17 @@ void ModelConfig::validate() const {
   require(max_positions > 0, "max_position_embeddings",
           "must be positive, got " + std::to_string(max_positions));
   require(norm_eps > 0.0, "rms_norm_eps", "must be positive");
+  // Upper bounds far above any real model, so that sizes derived from a config (matrix
+  // bytes, KV cache bytes) cannot overflow 64 bits whatever a config.json claims.
+  for (const auto& [value, field, limit] : {std::tuple{hidden_size, "hidden_size", kMaxWidth},
+                                            std::tuple{intermediate_size, "intermediate_size", kMaxWidth},
+                                            std::tuple{head_dim, "head_dim", kMaxWidth},
+                                            std::tuple{n_heads, "num_attention_heads", kMaxWidth},
+                                            std::tuple{n_layers, "num_hidden_layers", kMaxLayers},
+                                            std::tuple{vocab_size, "vocab_size", kMaxVocab},
+                                            std::tuple{max_positions, "max_position_embeddings", kMaxPositions}}) {
+    require(value <= limit, field, "is " + std::to_string(value) + ", over loom's limit of " + std::to_string(limit));
+  }
   if (position == PositionKind::rope) {
     require(rope_theta > 0.0, "rope_theta", "must be positive");
     require(rope_dims > 0 && rope_dims <= head_dim && rope_dims % 2 == 0, "partial_rotary_factor",

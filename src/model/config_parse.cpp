@@ -220,7 +220,9 @@ ModelConfig from_hf_json(std::string_view text, const std::string& path) {
   if (auto ffn = json.first_integer(keys.intermediate_size)) {
     c.intermediate_size = *ffn;
   } else if (spec->intermediate_multiple > 0) {
-    c.intermediate_size = spec->intermediate_multiple * c.hidden_size;
+    if (__builtin_mul_overflow(spec->intermediate_multiple, c.hidden_size, &c.intermediate_size)) {
+      fail(path, "config field 'hidden_size' (" + std::to_string(c.hidden_size) + ") is out of range");
+    }
   } else {
     fail(path, "config field 'intermediate_size' is missing");
   }

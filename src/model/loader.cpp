@@ -9,7 +9,9 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "common/log_format.hpp"
@@ -158,7 +160,15 @@ void convert_chunk(Chunk& c) {
 class Pipeline {
  public:
   Pipeline(int workers, int depth, size_t chunk_bytes) : depth_(std::max(1, depth)), chunk_bytes_(chunk_bytes) {
-    for (int i = 0; i < std::max(1, workers); ++i) threads_.emplace_back([this] { work(); });
+    // A thread that cannot start (no memory for its stack under an address-space limit)
+    // must not leave the ones already started joinable: the destructor does not run for
+    // a half-built object, and a joinable std::thread destroyed would terminate.
+    try {
+      for (int i = 0; i < std::max(1, workers); ++i) threads_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {
+      finish_noexcept();
+      throw Error(ErrorCode::out_of_memory, std::string("cannot start a conversion worker thread: ") + e.what());
+    }
   }
   ~Pipeline() { finish_noexcept(); }
 
@@ -212,8 +222,13 @@ class Pipeline {
         c = queue_.front();
         queue_.pop_front();
       }
+      bool failed = false;
+      {
+        std::lock_guard lock(mutex_);
+        failed = static_cast<bool>(error_);
+      }
       try {
-        if (!error_) convert_chunk(c);
+        if (!failed) convert_chunk(c);
       } catch (...) {
         std::lock_guard lock(mutex_);
         if (!error_) error_ = std::current_exception();
@@ -350,7 +365,8 @@ ModelConfig load_config(const std::filesystem::path& path, const LoadOptions& op
   return config_for(path, *open_source(path, options));
 }
 
-std::shared_ptr<const Model> load_model(const std::filesystem::path& path, const LoadOptions& options) {
+namespace {
+std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& path, const LoadOptions& options) {
   const auto start = Clock::now();
   auto report = std::make_shared<LoadReport>();
   report->memory.rss_before_bytes = resident_bytes();
@@ -584,6 +600,21 @@ std::shared_ptr<const Model> load_model(const std::filesystem::path& path, const
   if (log.enabled(LogLevel::trace)) log.log(LogLevel::trace, report->to_text(true));
   return std::make_shared<const Model>(std::move(config), std::move(weights), std::move(tokenizer),
                                        std::move(report));
+}
+}  // namespace
+
+std::shared_ptr<const Model> load_model(const std::filesystem::path& path, const LoadOptions& options) {
+  // Allocation failures anywhere in the pipeline (parsers, manifests, staging) become the
+  // one documented error, naming the model, so a host under a memory limit sees
+  // Error(out_of_memory) rather than a std::bad_alloc it did not expect from loom.
+  try {
+    return load_model_unguarded(path, options);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory || !e.context().file.empty()) throw;
+    throw e.with_context({.file = path.string()});
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::out_of_memory, "out of memory while loading the model", {.file = path.string()});
+  }
 }
 
 }  // namespace loom

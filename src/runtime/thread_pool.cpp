@@ -5,6 +5,8 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -77,12 +79,21 @@ struct ThreadPool::Impl {
 ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
   impl_->n_threads = n_threads > 0 ? n_threads : hardware_threads();
   impl_->workers.reserve(static_cast<size_t>(impl_->n_threads - 1));
-  for (int t = 1; t < impl_->n_threads; ++t) {
-    impl_->workers.emplace_back([this, t] { impl_->worker_loop(t); });
+  try {
+    for (int t = 1; t < impl_->n_threads; ++t) {
+      impl_->workers.emplace_back([this, t] { impl_->worker_loop(t); });
+    }
+  } catch (const std::system_error& e) {
+    // No memory (or thread quota) for another worker: stop the ones started, since a
+    // joinable std::thread destroyed with the half-built pool would terminate the host.
+    stop_workers();
+    throw Error(ErrorCode::out_of_memory, "cannot start thread pool worker " +
+                                              std::to_string(impl_->workers.size() + 1) + " of " +
+                                              std::to_string(impl_->n_threads - 1) + ": " + e.what());
   }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() noexcept {
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stopping = true;
@@ -90,6 +101,8 @@ ThreadPool::~ThreadPool() {
   impl_->wake.notify_all();
   for (auto& w : impl_->workers) w.join();
 }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
 
 int ThreadPool::size() const noexcept { return impl_->n_threads; }
 

@@ -12,6 +12,9 @@ namespace loom::tok {
 
 namespace {
 
+// Unused ids tolerated beyond twice the number of tokens a document defines.
+constexpr int64_t kSparseIdSlack = 1024;
+
 using simdjson::dom::array;
 using simdjson::dom::element;
 using simdjson::dom::object;
@@ -486,6 +489,14 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
   }
   int32_t max_id = impl->vocab.max_id();
   for (const auto& a : added) max_id = std::max(max_id, a.id);
+  // Ids index dense tables (one text per id): a document whose ids leave most of the
+  // range empty — a few entries, one with id 16 million — would cost hundreds of MB for
+  // a few bytes of JSON. Real vocabularies are dense (padding is a few percent at most).
+  const int64_t entries = static_cast<int64_t>(impl->vocab.size() + added.size());
+  if (int64_t{max_id} + 1 > 2 * entries + kSparseIdSlack) {
+    r.fail(str_cat("token id ", std::to_string(max_id), " is far beyond the ", std::to_string(entries),
+                   " tokens defined: ids must be (nearly) dense"));
+  }
   impl->texts.assign(static_cast<size_t>(max_id + 1), std::string());
   impl->attrs.assign(static_cast<size_t>(max_id + 1), 0);
   for (const auto& a : added) {

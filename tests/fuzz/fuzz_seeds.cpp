@@ -8,6 +8,8 @@
 
 #include "format/byte_source.hpp"
 #include "format/zip.hpp"
+#include "fuzz/fuzz_tokenizers.hpp"
+#include "loom/loader.hpp"
 #include "loom/format.hpp"
 
 namespace fs = std::filesystem;
@@ -40,6 +42,8 @@ void write(const fs::path& p, const std::vector<char>& bytes) {
   std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+std::string read_text_file(const fs::path& p) { return loom::fuzz::read_text(p); }
+
 void write(const fs::path& p, std::string_view text) { write(p, std::vector<char>(text.begin(), text.end())); }
 
 }  // namespace
@@ -50,7 +54,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path out = argv[1];
-  for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy"}) {
+  for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy", "config_json",
+                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index"}) {
     fs::create_directories(out / h);
   }
   const fs::path tmp = out / "tmp";
@@ -113,6 +118,97 @@ int main(int argc, char** argv) {
   loom::write_npy(out / "npy" / "f32", filled({2, 3}, DType::f32, 1));
   loom::write_npy(out / "npy" / "scalar", filled({}, DType::i64, 2));
   loom::write_npy(out / "npy" / "bool", filled({5}, DType::boolean, 3));
+
+  // config.json: the demo's, every family loom knows, and hand-made oddities.
+  const fs::path demo = loom::fuzz::demo_model();
+  write(out / "config_json" / "demo", read(demo / "config.json"));
+  loom::LoadOptions quiet;
+  quiet.logger = loom::Logger::silent();
+  const loom::ModelConfig demo_config = loom::load_config(demo, quiet);
+  for (const char* arch : {"llama", "mistral", "qwen2", "phi3", "gpt2", "gemma", "gemma2", "olmo", "stablelm"}) {
+    loom::ModelConfig c = demo_config;
+    c.architecture = arch;
+    try {
+      write(out / "config_json" / arch, loom::hf_config_json(c));
+    } catch (const loom::Error&) {
+      // a family this build does not write: the others cover its keys
+    }
+  }
+  write(out / "config_json" / "rope_llama3",
+        R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,"intermediate_size":128,)"
+        R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":300,)"
+        R"("max_position_embeddings":131072,"rms_norm_eps":1e-5,"rope_theta":500000.0,"tie_word_embeddings":true,)"
+        R"("rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,)"
+        R"("original_max_position_embeddings":8192},"eos_token_id":[1,2,3],"bos_token_id":0})");
+  write(out / "config_json" / "rope_yarn",
+        R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2","hidden_size":64,"intermediate_size":128,)"
+        R"("num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":4,"vocab_size":300,)"
+        R"("max_position_embeddings":32768,"rms_norm_eps":1e-6,"rope_scaling":{"type":"yarn","factor":4.0,)"
+        R"("original_max_position_embeddings":32768},"sliding_window":4096,"use_sliding_window":false})");
+  write(out / "config_json" / "huge",
+        R"({"architectures":["LlamaForCausalLM"],"hidden_size":9223372036854775807,"intermediate_size":-1,)"
+        R"("num_hidden_layers":4294967296,"num_attention_heads":0,"vocab_size":1e300,"head_dim":3,)"
+        R"("max_position_embeddings":-5,"rope_theta":"x","eos_token_id":null})");
+  write(out / "config_json" / "nested", std::string(200, '[') + std::string(200, ']'));
+
+  // tokenizer.json: the demo's trained byte-level BPE, and hand-made Llama-style ones.
+  write(out / "tokenizer_json" / "demo", read(demo / "tokenizer.json"));
+  write(out / "tokenizer_json" / "llama_style",
+        R"({"added_tokens":[{"id":0,"content":"<unk>","special":true},{"id":1,"content":"<s>","special":true},)"
+        R"({"id":2,"content":"</s>","special":true}],)"
+        R"("normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},)"
+        R"({"type":"Replace","pattern":{"String":" "},"content":"▁"}]},"pre_tokenizer":null,)"
+        R"("post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},)"
+        R"({"Sequence":{"id":"A","type_id":0}}],"pair":[],"special_tokens":{"<s>":{"id":"<s>","ids":[1],"tokens":["<s>"]}}},)"
+        R"("decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"},"content":" "},)"
+        R"({"type":"ByteFallback"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]},)"
+        R"("model":{"type":"BPE","unk_token":"<unk>","byte_fallback":true,"fuse_unk":true,)"
+        R"("vocab":{"<unk>":0,"<s>":1,"</s>":2,"<0x41>":3,"▁":4,"a":5,"b":6,"ab":7,"▁ab":8},)"
+        R"("merges":["a b","▁ ab"]}})");
+  write(out / "tokenizer_json" / "split_regex",
+        R"({"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":)"
+        R"("(?i:'s|'t|'re)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s+(?!\\S)|\\s+"},)"
+        R"("behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]},)"
+        R"("normalizer":{"type":"NFC"},"decoder":{"type":"ByteLevel"},)"
+        R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"Ġ":3},"merges":[["a","b"]],"ignore_merges":true}})");
+  write(out / "tokenizer_json" / "sparse_ids", R"({"model":{"type":"BPE","vocab":{"a":0,"b":16000000},"merges":[]}})");
+
+  // encode(): a mode byte (tokenizer, flags) then text, some of it not UTF-8.
+  const std::vector<std::string> texts = {
+      std::string("\x00Hello world, the cat sat.", 25), "\x01the abab ab a\xE2\x96\x81 b",
+      "\x06<s>x</s><|endoftext|><tool>", std::string("\x00\xFF\xFE\xC3\x28\xF0\x9F\x98", 8),
+      "\x02\xF0\x9F\x98\x80 \xE6\x97\xA5\xE6\x9C\xAC 123456 \t\n\r  end", std::string(300, 'a')};
+  for (size_t i = 0; i < texts.size(); ++i) write(out / "tokenizer_encode" / std::to_string(i), texts[i]);
+
+  // GGUF tokenizer metadata: the SentencePiece-style vocabulary, and oddities.
+  loom::write_gguf(out / "gguf_tokenizer" / "spm", loom::fuzz::spm_gguf_metadata(), {});
+  {
+    loom::Metadata odd = loom::fuzz::spm_gguf_metadata();
+    odd.set("tokenizer.ggml.bos_token_id", MetaValue::of_uint(99999, MT::u32));
+    odd.set("tokenizer.ggml.scores", MetaValue::of_array({MetaValue::of_float(1.0, MT::f32)}, MT::f32));
+    loom::write_gguf(out / "gguf_tokenizer" / "odd", odd, {});
+    loom::Metadata bpe;
+    bpe.set("tokenizer.ggml.model", MetaValue::of_string("gpt2"));
+    bpe.set("tokenizer.ggml.pre", MetaValue::of_string("llama-bpe"));
+    bpe.set("tokenizer.ggml.tokens", MetaValue::of_array({MetaValue::of_string("a"), MetaValue::of_string("b"),
+                                                          MetaValue::of_string("ab"), MetaValue::of_string("Ġ")},
+                                                         MT::string));
+    bpe.set("tokenizer.ggml.merges", MetaValue::of_array({MetaValue::of_string("a b")}, MT::string));
+    loom::write_gguf(out / "gguf_tokenizer" / "gpt2", bpe, {});
+  }
+
+  // pack index.json: the scratch pack's own, and ones that point elsewhere.
+  const std::string index = read_text_file(loom::fuzz::scratch_pack() / "index.json");
+  write(out / "pack_index" / "index", index);
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = index;
+    const auto at = s.find(from);
+    if (at != std::string::npos) s.replace(at, from.size(), to);
+    return s;
+  };
+  write(out / "pack_index" / "escape", replaced("data-00000.bin", "../../../etc/passwd"));
+  write(out / "pack_index" / "offset", replaced("\"offset\":", "\"offset\":18446744073709551000"));
+  write(out / "pack_index" / "version", replaced("\"version\":", "\"version\":9"));
 
   fs::remove_all(tmp);
   return 0;

@@ -1,0 +1,122 @@
+// Shared by the tokenizer and pack harnesses and by loom_fuzz_seeds: fixed tokenizers and
+// a scratch pack, all made by loom itself (the demo's trained byte-level BPE, a small
+// SentencePiece vocabulary with byte fallback as GGUF metadata, a pack written by
+// write_pack), so that harness and seeds agree on them.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/demo.hpp"
+#include "loom/exporter.hpp"
+#include "loom/format.hpp"
+#include "loom/pack.hpp"
+#include "loom/tokenizer.hpp"
+
+namespace loom::fuzz {
+
+// A fresh directory under /tmp, removed when the process exits.
+inline std::filesystem::path scratch_dir(const char* tag) {
+  std::string templ = std::string("/tmp/loom-fuzz-") + tag + "-XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) std::abort();
+  static std::vector<std::filesystem::path> to_remove;
+  if (to_remove.empty()) {
+    std::atexit([] {
+      std::error_code ec;
+      for (const auto& p : to_remove) std::filesystem::remove_all(p, ec);
+    });
+  }
+  to_remove.emplace_back(templ);
+  return templ;
+}
+
+inline DemoOptions small_demo() {
+  DemoOptions o;
+  o.hidden_size = 32;
+  o.n_layers = 1;
+  o.n_heads = 2;
+  o.n_kv_heads = 1;
+  o.intermediate_size = 64;
+  o.context_length = 64;
+  o.merges = 120;
+  return o;
+}
+
+// The demo model (config.json, model.safetensors, tokenizer.json, ...) in a scratch dir.
+inline std::filesystem::path demo_model() {
+  static const std::filesystem::path dir = [] {
+    const auto d = scratch_dir("demo") / "demo";
+    write_demo_model(d, small_demo());
+    return d;
+  }();
+  return dir;
+}
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A SentencePiece-style ("llama") vocabulary as GGUF metadata: control tokens, one
+// token per byte (<0xNN>), and a few pieces whose scores decide the merges.
+inline Metadata spm_gguf_metadata() {
+  using T = MetaValue::Type;
+  const std::string S = "\xE2\x96\x81";
+  std::vector<MetaValue> tokens, scores, types;
+  auto add = [&](const std::string& text, double score, int64_t type) {
+    tokens.push_back(MetaValue::of_string(text));
+    scores.push_back(MetaValue::of_float(score, T::f32));
+    types.push_back(MetaValue::of_int(type, T::i32));
+  };
+  add("<unk>", 0, 2);
+  add("<s>", 0, 3);
+  add("</s>", 0, 3);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    add(name, 0, 6);
+  }
+  const std::vector<std::pair<std::string, double>> pieces = {
+      {S, -1}, {"a", -2}, {"b", -2}, {"e", -2}, {"t", -2}, {S + "a", -3}, {"ab", -4}, {"th", -1.5},
+      {S + "th", -2.5}, {"the", -2}, {S + "the", -1}, {"<tool>", 0}};
+  for (const auto& [p, s] : pieces) add(p, s, p == "<tool>" ? 4 : 1);
+  Metadata md;
+  md.set("tokenizer.ggml.model", MetaValue::of_string("llama"));
+  md.set("tokenizer.ggml.tokens", MetaValue::of_array(std::move(tokens), T::string));
+  md.set("tokenizer.ggml.scores", MetaValue::of_array(std::move(scores), T::f32));
+  md.set("tokenizer.ggml.token_type", MetaValue::of_array(std::move(types), T::i32));
+  md.set("tokenizer.ggml.bos_token_id", MetaValue::of_uint(1, T::u32));
+  md.set("tokenizer.ggml.eos_token_id", MetaValue::of_uint(2, T::u32));
+  md.set("tokenizer.ggml.unknown_token_id", MetaValue::of_uint(0, T::u32));
+  md.set("tokenizer.ggml.add_bos_token", MetaValue::of_bool(true));
+  return md;
+}
+
+// Tokenizers with a token for every byte, so decode(encode(x)) == x for any bytes.
+inline std::vector<std::shared_ptr<const Tokenizer>> fixed_tokenizers() {
+  return {Tokenizer::load(demo_model() / "tokenizer.json"),
+          Tokenizer::from_gguf_metadata(spm_gguf_metadata(), "spm.gguf")};
+}
+
+// A pack of a tiny random model, written by loom's pack writer.
+inline std::filesystem::path scratch_pack() {
+  static const std::filesystem::path dir = [] {
+    const auto d = scratch_dir("pack");
+    DemoOptions o = small_demo();
+    write_demo_model(d / "src", o);
+    PackOptions po;
+    po.hash_sources = false;
+    write_pack(d / "src", d / "pack", po);
+    return d / "pack";
+  }();
+  return dir;
+}
+
+}  // namespace loom::fuzz
