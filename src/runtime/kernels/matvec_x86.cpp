@@ -2,32 +2,20 @@
 //
 // Decode streams every weight byte once per token, so these kernels are about memory
 // bandwidth. Each walks its rows one after another, so a thread's whole share of the
-// matrix is one sequential stream: the hardware prefetchers follow that best, and a
-// software prefetch a fixed distance ahead in the same stream covers their ramp-up at
-// page boundaries. (Four interleaved row streams sharing each load of x, the earlier
-// design, left decode 30-50% slower on the 1-2 KiB rows of small models: every group of
-// four rows restarted four short streams.) x stays in L1; four accumulators per row hide
-// the FMA latency. Every row is computed by the same code, so a row's result never
-// depends on how rows were split between threads.
+// matrix is one sequential stream, which the hardware prefetchers follow on their own:
+// with weights on huge pages (see Storage::allocate), software prefetching 1-8 KiB ahead
+// made decode 25-45% slower on the small bench model (AMD Zen 4), so there is none.
+// (Four interleaved row streams sharing each load of x, the earlier design, were slower
+// still on the 1-2 KiB rows of small models: every group of four rows restarted four
+// short streams.) x stays in L1; four accumulators per row hide the FMA latency. Every
+// row is computed by the same code, so a row's result never depends on how rows were
+// split between threads.
 #include "common/simd.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
 
 namespace loom::kernels {
 
 namespace {
-
-constexpr int64_t kPrefetchBytes = 2048;
-
-template <typename T>
-inline void prefetch_ahead(const T* p) {
-  __builtin_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, 0, 3);
-}
-
-// Prefetches every cache line of the `bytes` that start at p, kPrefetchBytes ahead.
-template <int64_t kBytes, typename T>
-inline void prefetch_span(const T* p) {
-  for (int64_t o = 0; o < kBytes; o += 64) prefetch_ahead(reinterpret_cast<const char*>(p) + o);
-}
 
 // ---- lane loaders: widen 16 (AVX-512) or 8 (AVX2) weights to f32 ----
 struct F32x16 {
@@ -69,7 +57,6 @@ LOOM_TARGET_AVX512 inline void matvec_avx512(const typename L::T* w, int64_t str
     __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
     int64_t c = 0;
     for (; c < full; c += kStep) {
-      prefetch_span<kStep * sizeof(typename L::T)>(row + c);
       a0 = _mm512_fmadd_ps(L::load(row + c), _mm512_loadu_ps(x + c), a0);
       a1 = _mm512_fmadd_ps(L::load(row + c + 16), _mm512_loadu_ps(x + c + 16), a1);
       a2 = _mm512_fmadd_ps(L::load(row + c + 32), _mm512_loadu_ps(x + c + 32), a2);
@@ -123,7 +110,6 @@ LOOM_TARGET_AVX2 inline void matvec_avx2(const typename L::T* w, int64_t stride,
     __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t c = 0;
     for (; c < full; c += kStep) {
-      prefetch_span<kStep * sizeof(typename L::T)>(row + c);
       a0 = _mm256_fmadd_ps(L::load(row + c), _mm256_loadu_ps(x + c), a0);
       a1 = _mm256_fmadd_ps(L::load(row + c + 8), _mm256_loadu_ps(x + c + 8), a1);
       a2 = _mm256_fmadd_ps(L::load(row + c + 16), _mm256_loadu_ps(x + c + 16), a2);
