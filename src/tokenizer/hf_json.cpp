@@ -14,6 +14,9 @@ namespace {
 
 // Unused ids tolerated beyond twice the number of tokens a document defines.
 constexpr int64_t kSparseIdSlack = 1024;
+// Real normalizers grow text by a few times (NFKC, " " -> "▁", a prepended "▁"); this is
+// far above them and far below what turns a short input into gigabytes.
+constexpr double kMaxNormalizerGrowth = 4096.0;
 
 using simdjson::dom::array;
 using simdjson::dom::element;
@@ -507,6 +510,11 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
 
   // ---- normalizer, pre-tokenizer ----
   if (const auto n = r.field(doc, "normalizer")) read_normalizer(r, *n, impl->normalizer);
+  if (const double growth = impl->normalizer.growth_bound(); growth > kMaxNormalizerGrowth) {
+    r.fail(str_cat("normalizer: its steps can make a text up to ", std::to_string(static_cast<int64_t>(std::min(growth, 1e18))),
+                   " times longer (limit ", std::to_string(static_cast<int64_t>(kMaxNormalizerGrowth)),
+                   "); refusing a normalizer that multiplies the input"));
+  }
   if (const auto p = r.field(doc, "pre_tokenizer")) read_pre_tokenizer(r, *p, impl->pre_tokenizer);
 
   // Added tokens split the raw text unless they are `normalized`, in which case they are

@@ -1,5 +1,7 @@
 #include "tokenizer/normalizer.hpp"
 
+#include <algorithm>
+
 namespace loom::tok {
 
 std::string replace_literal(std::string_view text, std::string_view pattern, std::string_view with) {
@@ -40,6 +42,38 @@ void strip_whitespace(std::string& s, bool left, bool right) {
 }
 
 }  // namespace
+
+double Normalizer::growth_bound() const noexcept {
+  using K = NormalizerStep::Kind;
+  // Compatibility and canonical decompositions expand a character to at most 18 code
+  // points (U+FDFA); lowercasing at most triples a character's bytes.
+  constexpr double kUnicodeForm = 18.0;
+  constexpr double kLowercase = 3.0;
+  double bound = 1.0;
+  for (const auto& step : steps_) {
+    switch (step.kind) {
+      case K::prepend:  // adds a constant: at most doubles any text at least as long
+        bound *= 1.0 + static_cast<double>(step.text.size());
+        break;
+      case K::replace: {
+        // A regex may match one byte, or nothing between two bytes; a literal pattern
+        // takes its own length of input for each replacement.
+        const double taken = step.regex ? 1.0 : static_cast<double>(std::max<size_t>(1, step.text.size()));
+        const double added = static_cast<double>(step.content.size()) + (step.regex ? 1.0 : 0.0);
+        bound *= std::max(1.0, added / taken);
+        break;
+      }
+      case K::nfc:
+      case K::nfd:
+      case K::nfkc:
+      case K::nfkd: bound *= kUnicodeForm; break;
+      case K::lowercase: bound *= kLowercase; break;
+      case K::strip:
+      case K::strip_accents: break;
+    }
+  }
+  return bound;
+}
 
 void Normalizer::apply(std::string& text) const {
   using K = NormalizerStep::Kind;

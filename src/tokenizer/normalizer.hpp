@@ -32,6 +32,11 @@ class Normalizer {
   void add(NormalizerStep step) { steps_.push_back(std::move(step)); }
   bool empty() const noexcept { return steps_.empty(); }
   void apply(std::string& text) const;
+  // An upper bound on how many times longer than its input the output can be (each step's
+  // worst case, multiplied). A document can chain Replace steps that each multiply the
+  // length (a normalizer bomb: five steps of " " -> 90 spaces turn one space into 6e9
+  // bytes); loaders refuse normalizers whose bound is absurd.
+  double growth_bound() const noexcept;
 
  private:
   std::vector<NormalizerStep> steps_;

@@ -341,3 +341,38 @@ TEST_CASE("malformed and unsupported tokenizer.json documents are clear errors")
                    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "X"}}],
                    "special_tokens": {}}})") == loom::ErrorCode::format);
 }
+
+TEST_CASE("a normalizer whose steps multiply the text is refused at load, real ones are not") {
+  // Found by fuzz_tokenizer_json: five Replace steps of " " -> 90 spaces would turn a
+  // normalized added token into gigabytes (the fuzzer timed out after 10 s at 1.9 GB).
+  const std::string spaces(90, ' ');
+  std::string steps;
+  for (int i = 0; i < 5; ++i) {
+    if (i) steps += ", ";
+    steps += R"({"type": "Replace", "pattern": {"String": " "}, "content": ")" + spaces + R"("})";
+  }
+  const std::string bomb = R"({"added_tokens": [{"id": 0, "content": " x ", "special": false, "normalized": true}],
+    "normalizer": {"type": "Sequence", "normalizers": [)" + steps + R"(]},
+    "model": {"type": "BPE", "vocab": {"x": 0}, "merges": []}})";
+  try {
+    (void)Tokenizer::from_tokenizer_json(bomb, "bomb.json");
+    FAIL("a normalizer bomb loaded");
+  } catch (const loom::Error& e) {
+    CHECK(e.code() == loom::ErrorCode::format);
+    const std::string what = e.what();
+    CHECK(what.find("bomb.json") != std::string::npos);
+    CHECK(what.find("normalizer") != std::string::npos);
+  }
+  // The heaviest real layouts load: NFKC, lowercasing, a prepended and a replaced "▁"
+  // (bound 18 x 3 x 4 x 3 = 648), and a single step that writes 90 bytes per space.
+  const std::string heavy = R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"},
+    {"type": "Lowercase"}, {"type": "Prepend", "prepend": "▁"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+    "model": {"type": "BPE", "vocab": {"x": 0}, "merges": []}})";
+  CHECK_NOTHROW(Tokenizer::from_tokenizer_json(heavy, "heavy.json"));
+  const std::string one = R"({"normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": ")" +
+                          spaces + R"("}, "model": {"type": "BPE", "vocab": {"x": 0}, "merges": []}})";
+  CHECK_NOTHROW(Tokenizer::from_tokenizer_json(one, "one.json"));
+  // The Llama 2 layout (Prepend ▁, Replace " " -> ▁) loads, as the suite's other tests show.
+  CHECK_NOTHROW(spm());
+}
