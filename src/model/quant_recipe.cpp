@@ -71,11 +71,7 @@ const GroupFamily* group_family(std::string_view name) {
   return nullptr;
 }
 
-bool is_group_type(DType dtype) {
-  const auto groups = quant::group_types();
-  return std::any_of(groups.begin(), groups.end(), [&](const auto& g) { return g.dtype == dtype; });
-}
-
+// Elements per group of a group type; 0 for every other dtype.
 int group_of(DType dtype) {
   for (const auto& g : quant::group_types()) {
     if (g.dtype == dtype) return g.group;
@@ -88,7 +84,7 @@ std::optional<DType> type_of(std::string_view token, int group) {
   if (const auto* f = group_family(token)) return quant::group_dtype(f->bits, group);
   const auto dtype = dtype_from_name(token);
   if (!dtype) return std::nullopt;
-  if (is_group_type(*dtype)) return dtype;
+  if (group_of(*dtype) != 0) return dtype;
   if (std::find(kPlainTypes.begin(), kPlainTypes.end(), *dtype) != kPlainTypes.end()) return dtype;
   return std::nullopt;
 }
@@ -161,7 +157,7 @@ Recipe resolve(std::string_view name, int group_size) {
   } else {
     const auto dtype = type_of(key, group);
     if (!dtype) unknown(name);
-    if (is_group_type(*dtype) && !group_family(key) && group_size != 0 && group_of(*dtype) != group_size) {
+    if (group_of(*dtype) != 0 && !group_family(key) && group_size != 0 && group_of(*dtype) != group_size) {
       throw Error(ErrorCode::invalid_argument, "--quantize " + key + " has groups of " +
                                                    std::to_string(group_of(*dtype)) + ", not " +
                                                    std::to_string(group_size));
@@ -169,8 +165,8 @@ Recipe resolve(std::string_view name, int group_size) {
     recipe.base = *dtype;
     recipe.name = std::string(dtype_name(*dtype));
   }
-  bool uses_groups = is_group_type(recipe.base);
-  for (const auto& o : recipe.overrides) uses_groups = uses_groups || is_group_type(o.dtype);
+  bool uses_groups = group_of(recipe.base) != 0;
+  for (const auto& o : recipe.overrides) uses_groups = uses_groups || group_of(o.dtype) != 0;
   if (uses_groups) {
     recipe.group_size = group_of(recipe.base) != 0 ? group_of(recipe.base) : group;
   } else if (group_size != 0) {

@@ -21,12 +21,6 @@ using loom::ExportFormat;
 
 namespace {
 
-loom::LoadOptions quiet() {
-  loom::LoadOptions o;
-  o.logger = loom::Logger::silent();
-  return o;
-}
-
 // The internal tensor a source should produce for `slot`, in the order the loaded model
 // keeps it (GGUF llama q/k stay interleaved).
 loom::Tensor expected_tensor(const loom::ModelConfig& c, const loom::ModelWeights& w,
@@ -77,7 +71,7 @@ TEST_CASE("the same tiny llama loads identically from every format") {
     INFO(name);
     const fs::path out = f.dir / name;
     loom::export_model(f.config, f.weights, out, format);
-    auto model = loom::load_model(out, quiet());
+    auto model = loom::load_model(out, loom::test::quiet_load_options());
     check_same_weights(f.config, f.weights, *model);
     const auto& report = *model->load_report();
     CHECK(report.expected_tensors == report.loaded_tensors);
@@ -95,14 +89,14 @@ TEST_CASE("the same tiny llama loads identically from every format") {
 TEST_CASE("zero-copy loads point into the mapping, stream mode copies the same bytes") {
   Fixture f;
   loom::export_model(f.config, f.weights, f.dir / "m", ExportFormat::safetensors);
-  auto mapped = loom::load_model(f.dir / "m", quiet());
+  auto mapped = loom::load_model(f.dir / "m", loom::test::quiet_load_options());
   const auto& q = mapped->weights().layers[0].attn_q;
   REQUIRE(q.is_mapped());
   CHECK(q.storage()->file()->contains(q.raw_data(), static_cast<size_t>(q.nbytes())));
   CHECK(mapped->load_report()->zero_copy_tensors == mapped->load_report()->loaded_tensors);
   CHECK(mapped->load_report()->memory.owned_weight_bytes == 0);
 
-  auto options = quiet();
+  auto options = loom::test::quiet_load_options();
   options.io_mode = loom::IoMode::stream;
   auto streamed = loom::load_model(f.dir / "m", options);
   CHECK_FALSE(streamed->weights().layers[0].attn_q.is_mapped());
@@ -125,7 +119,7 @@ TEST_CASE("a missing tensor is reported by full name with the names looked for a
   source.reset();
   loom::write_safetensors(f.dir / "m" / "model.safetensors", kept);
   try {
-    loom::load_model(f.dir / "m", quiet());
+    loom::load_model(f.dir / "m", loom::test::quiet_load_options());
     FAIL("expected a manifest error");
   } catch (const loom::ManifestError& e) {
     CHECK(e.code() == loom::ErrorCode::missing_tensor);
@@ -149,14 +143,14 @@ TEST_CASE("an extra tensor fails a strict load and is a warning in a lenient one
   source.reset();
   loom::write_safetensors(f.dir / "m" / "model.safetensors", all);
 
-  auto lenient = loom::load_model(f.dir / "m", quiet());
+  auto lenient = loom::load_model(f.dir / "m", loom::test::quiet_load_options());
   const auto& report = *lenient->load_report();
   REQUIRE(report.warnings.size() == 1);
   CHECK(report.warnings[0].kind == loom::ProblemKind::unexpected);
   CHECK(report.warnings[0].external_name == "model.layers.0.mystery.weight");
   CHECK(report.ignored == std::vector<std::string>{"model.layers.0.self_attn.rotary_emb.inv_freq"});
 
-  auto strict = quiet();
+  auto strict = loom::test::quiet_load_options();
   strict.strict = true;
   try {
     loom::load_model(f.dir / "m", strict);
@@ -175,7 +169,7 @@ TEST_CASE("a wrong shape names both shapes and the config fields behind the expe
   wrong.n_kv_heads = 4;
   std::ofstream(f.dir / "m" / "config.json") << loom::hf_config_json(wrong);
   try {
-    loom::load_model(f.dir / "m", quiet());
+    loom::load_model(f.dir / "m", loom::test::quiet_load_options());
     FAIL("expected shape mismatches");
   } catch (const loom::ManifestError& e) {
     CHECK(e.code() == loom::ErrorCode::shape_mismatch);
@@ -196,7 +190,7 @@ TEST_CASE("tied embeddings alias the embedding storage, from every format") {
   for (auto format : {ExportFormat::safetensors, ExportFormat::torch, ExportFormat::gguf, ExportFormat::npy}) {
     const fs::path out = f.dir / ("tied" + std::to_string(static_cast<int>(format)) + (format == ExportFormat::gguf ? ".gguf" : ""));
     loom::export_model(f.config, f.weights, out, format);
-    auto model = loom::load_model(out, quiet());
+    auto model = loom::load_model(out, loom::test::quiet_load_options());
     const auto& w = model->weights();
     CHECK(w.output.shares_storage_with(w.token_embd));
     CHECK(w.output.raw_data() == w.token_embd.raw_data());
@@ -211,7 +205,7 @@ TEST_CASE("conversions to f16 and bf16 and back, with clamp counts in the report
   f.weights.layers[0].ffn_up.mutable_data<float>()[3] = 1e6f;
   loom::export_model(f.config, f.weights, f.dir / "m", ExportFormat::safetensors);
   for (auto dtype : {DType::f16, DType::bf16}) {
-    auto options = quiet();
+    auto options = loom::test::quiet_load_options();
     options.target_dtype = dtype;
     auto model = loom::load_model(f.dir / "m", options);
     const auto& report = *model->load_report();
@@ -225,7 +219,7 @@ TEST_CASE("conversions to f16 and bf16 and back, with clamp counts in the report
     // Back to f32 through an f16/bf16 export: the converted values load unchanged.
     loom::export_model(model->config(), model->weights(), f.dir / ("back" + std::string(loom::dtype_name(dtype))),
                        ExportFormat::safetensors);
-    auto to_f32 = quiet();
+    auto to_f32 = loom::test::quiet_load_options();
     to_f32.target_dtype = DType::f32;
     auto back = loom::load_model(f.dir / ("back" + std::string(loom::dtype_name(dtype))), to_f32);
     const auto& a = model->weights().layers[1].ffn_down;
@@ -240,7 +234,7 @@ TEST_CASE("cancelling from the progress callback frees everything, progress reac
   Fixture f;
   loom::export_model(f.config, f.weights, f.dir / "m", ExportFormat::safetensors);
   const int64_t before = loom::Storage::owned_bytes_live();
-  auto options = quiet();
+  auto options = loom::test::quiet_load_options();
   options.target_dtype = DType::f16;  // force conversions so there is work to cancel
   options.chunk_bytes = 4096;
   int calls = 0;
@@ -268,7 +262,7 @@ TEST_CASE("cancelling from the progress callback frees everything, progress reac
 TEST_CASE("converting loads stay within the staging budget") {
   Fixture f;
   loom::export_model(f.config, f.weights, f.dir / "m", ExportFormat::safetensors);
-  auto options = quiet();
+  auto options = loom::test::quiet_load_options();
   options.target_dtype = DType::bf16;
   options.chunk_bytes = 8192;
   options.queue_depth = 2;
@@ -284,7 +278,7 @@ TEST_CASE("file sizes and sha256 are verified before loading") {
   Fixture f;
   loom::export_model(f.config, f.weights, f.dir / "m", ExportFormat::safetensors);
   const std::string file = (f.dir / "m" / "model.safetensors").string();
-  auto options = quiet();
+  auto options = loom::test::quiet_load_options();
   options.expected_files[file] = {fs::file_size(file), loom::sha256_file(file)};
   CHECK_NOTHROW(loom::load_model(f.dir / "m", options));
   options.expected_files[file].sha256[0] = options.expected_files[file].sha256[0] == '0' ? '1' : '0';
@@ -303,7 +297,7 @@ TEST_CASE("file sizes and sha256 are verified before loading") {
 TEST_CASE("the load report renders as text and JSON, with a per-tensor trace") {
   Fixture f;
   loom::export_model(f.config, f.weights, f.dir / "m.gguf", ExportFormat::gguf);
-  auto model = loom::load_model(f.dir / "m.gguf", quiet());
+  auto model = loom::load_model(f.dir / "m.gguf", loom::test::quiet_load_options());
   const auto& r = *model->load_report();
   const std::string text = r.to_text(true);
   CHECK(text.find("arch       llama") != std::string::npos);
@@ -320,7 +314,7 @@ TEST_CASE("config.json problems name the field and the file") {
   std::ofstream(dir / "config.json") << R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64})";
   try {
     loom::test::write_file_bytes(dir / "model.safetensors", {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '});
-    loom::load_model(dir.path(), quiet());
+    loom::load_model(dir.path(), loom::test::quiet_load_options());
     FAIL("expected an error");
   } catch (const loom::Error& e) {
     CHECK(std::string(e.what()).find("vocab_size") != std::string::npos);
@@ -328,7 +322,7 @@ TEST_CASE("config.json problems name the field and the file") {
   }
   std::ofstream(dir / "config.json") << R"({"architectures": ["FancyNewModel"]})";
   try {
-    loom::load_model(dir.path(), quiet());
+    loom::load_model(dir.path(), loom::test::quiet_load_options());
     FAIL("expected unsupported");
   } catch (const loom::Error& e) {
     CHECK(e.code() == loom::ErrorCode::unsupported);

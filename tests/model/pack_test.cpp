@@ -26,12 +26,6 @@ loom::PackOptions quiet_pack() {
   return o;
 }
 
-loom::LoadOptions quiet() {
-  loom::LoadOptions o;
-  o.logger = loom::Logger::silent();
-  return o;
-}
-
 std::vector<std::vector<float>> all_logits(const std::shared_ptr<const loom::Model>& model,
                                            const std::vector<int32_t>& prompt) {
   loom::SessionOptions o;
@@ -77,13 +71,13 @@ TEST_CASE("packs from every source format load zero-copy with the source's tenso
     INFO(name);
     const fs::path src = dir / name;
     loom::export_model(config, weights, src, format);
-    auto source_model = loom::load_model(src, quiet());
+    auto source_model = loom::load_model(src, loom::test::quiet_load_options());
     const fs::path pack = dir / (std::string(name) + ".pack");
     const auto result = loom::write_pack(src, pack, quiet_pack());
     CHECK(result.tensors == static_cast<int64_t>(source_model->load_report()->expected_tensors));
     CHECK(loom::is_pack(pack));
     CHECK_FALSE(fs::exists(pack.string() + ".partial"));
-    auto packed = loom::load_model(pack, quiet());
+    auto packed = loom::load_model(pack, loom::test::quiet_load_options());
     const auto& report = *packed->load_report();
     CHECK(report.format == "pack");
     CHECK(report.converted_tensors == 0);
@@ -99,7 +93,7 @@ TEST_CASE("packs from every source format load zero-copy with the source's tenso
     // Hugging Face order, so for the GGUF source compare what they compute instead).
     const fs::path back = dir / (std::string(name) + "-back");
     loom::export_model(packed->config(), packed->weights(), back, ExportFormat::safetensors);
-    auto back_model = loom::load_model(back, quiet());
+    auto back_model = loom::load_model(back, loom::test::quiet_load_options());
     if (!source_model->weights().rope_interleaved) {
       same_tensors(*source_model, *back_model);
     } else {
@@ -120,7 +114,7 @@ TEST_CASE("a pack converts dtypes and keeps tied embeddings once") {
   auto o = quiet_pack();
   o.dtype = loom::DType::bf16;
   loom::write_pack(dir / "src", dir / "p", o);
-  auto model = loom::load_model(dir / "p", quiet());
+  auto model = loom::load_model(dir / "p", loom::test::quiet_load_options());
   CHECK(model->weights().layers[0].attn_q.dtype() == loom::DType::bf16);
   CHECK(model->weights().layers[0].attn_norm.dtype() == loom::DType::f32);
   CHECK(model->weights().output.raw_data() == model->weights().token_embd.raw_data());
@@ -198,7 +192,7 @@ TEST_CASE("verify names the tensor for a flipped byte, a truncated file and a mi
   CHECK(problems.back().tensor == "output");
   // A truncated pack also refuses to load, naming the tensor.
   try {
-    loom::load_model(dir / "p", quiet());
+    loom::load_model(dir / "p", loom::test::quiet_load_options());
     FAIL("expected an error");
   } catch (const loom::Error& e) {
     CHECK(e.context().tensor == "output");

@@ -42,12 +42,6 @@ loom::PackOptions quantized(const std::string& name, int group = 0) {
   return o;
 }
 
-loom::LoadOptions quiet() {
-  loom::LoadOptions o;
-  o.logger = loom::Logger::silent();
-  return o;
-}
-
 // Logits of every position: one prefill over the prompt (prefill kernels), and token by
 // token (decode kernels), concatenated.
 struct Logits {
@@ -146,7 +140,7 @@ TEST_CASE("gq8 and gq4 packs of the tiny model run end to end close to f32") {
   t::TempDir dir;
   const auto weights = t::random_weights(config, 61);
   loom::export_model(config, weights, dir / "src", loom::ExportFormat::safetensors);
-  const auto reference = logits_of(loom::load_model(dir / "src", quiet()), kPrompt);
+  const auto reference = logits_of(loom::load_model(dir / "src", loom::test::quiet_load_options()), kPrompt);
   struct Case {
     std::string quantize;
     int group;
@@ -166,7 +160,7 @@ TEST_CASE("gq8 and gq4 packs of the tiny model run end to end close to f32") {
     INFO(c.quantize << " group " << c.group);
     const fs::path pack = dir / (c.quantize + "-" + std::to_string(c.group));
     loom::write_pack(dir / "src", pack, quantized(c.quantize, c.group));
-    auto model = loom::load_model(pack, quiet());
+    auto model = loom::load_model(pack, loom::test::quiet_load_options());
     CHECK(model->weights().layers[0].attn_q.dtype() == c.attn_q);
     CHECK(model->weights().output.dtype() == c.attn_q);
     CHECK(model->weights().token_embd.dtype() == c.attn_q);
@@ -187,11 +181,11 @@ TEST_CASE("a tied embedding is quantized once and serves lookup and output proje
   config.tie_word_embeddings = true;
   t::TempDir dir;
   loom::export_model(config, t::random_weights(config, 62), dir / "src", loom::ExportFormat::safetensors);
-  const auto reference = logits_of(loom::load_model(dir / "src", quiet()), kPrompt);
+  const auto reference = logits_of(loom::load_model(dir / "src", loom::test::quiet_load_options()), kPrompt);
   // gq4_m: gq4 matrices, but the output projection in gq8 — and with tied embeddings the
   // shared storage is the output projection, so it is gq8 too.
   loom::write_pack(dir / "src", dir / "p", quantized("GQ4_M", 32));
-  auto model = loom::load_model(dir / "p", quiet());
+  auto model = loom::load_model(dir / "p", loom::test::quiet_load_options());
   const auto& w = model->weights();
   CHECK(w.token_embd.dtype() == DType::gq8_32);
   CHECK(w.output.raw_data() == w.token_embd.raw_data());
@@ -227,7 +221,7 @@ TEST_CASE("bad quantization options fail before any work, naming the problem") {
   }
   // A row that is not a whole number of groups keeps its dtype, with a note.
   loom::write_pack(dir / "src", dir / "d", quantized("gq8", 128));
-  auto model = loom::load_model(dir / "d", quiet());
+  auto model = loom::load_model(dir / "d", loom::test::quiet_load_options());
   CHECK(model->weights().layers[0].attn_q.dtype() == DType::f32);  // 64 columns
   const std::string index = t::read_file_text(dir / "d" / "index.json");
   CHECK(index.find("not whole gq8_128 blocks of 128; kept f32") != std::string::npos);
@@ -255,7 +249,7 @@ TEST_CASE("reference small-quant packs (q8_0, q4_k, q4_k_m, gq8, gq4) against ll
     INFO(c.quantize << " group " << c.group);
     const fs::path pack = tmp / (c.quantize + std::to_string(c.group));
     loom::write_pack(dir / "small-quant-f32.gguf", pack, quantized(c.quantize, c.group));
-    auto model = loom::load_model(pack, quiet());
+    auto model = loom::load_model(pack, loom::test::quiet_load_options());
     loom::SessionOptions o;
     o.all_logits = true;
     o.context_length = 64;
@@ -304,7 +298,7 @@ TEST_CASE("reference stories260K (trained, tied) quantized packs against its f32
     INFO(c.quantize << " group " << c.group);
     const fs::path pack = tmp / (c.quantize + std::to_string(c.group));
     loom::write_pack(dir / "hf", pack, quantized(c.quantize, c.group));
-    auto model = loom::load_model(pack, quiet());
+    auto model = loom::load_model(pack, loom::test::quiet_load_options());
     CHECK(model->weights().output.raw_data() == model->weights().token_embd.raw_data());
     const auto got = logits_of(model, ids);
     const double p = t::relative_l2(got.prefill, expected);

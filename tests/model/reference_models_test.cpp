@@ -30,12 +30,6 @@ struct Case {
   double tolerance;         // relative L2 per position
 };
 
-loom::LoadOptions quiet() {
-  loom::LoadOptions o;
-  o.logger = loom::Logger::silent();
-  return o;
-}
-
 // Returns the worst relative L2 error over all positions; checks argmax at each one.
 double run_case(const fs::path& ref, const Case& c) {
   const fs::path dir = ref / "models" / c.model;
@@ -43,7 +37,7 @@ double run_case(const fs::path& ref, const Case& c) {
   const auto ids = t::read_ids(dir / "logits" / (c.prompt + ".ids.txt"));
   const auto expected = t::read_logits(dir / "logits" / c.logits);
   REQUIRE(expected.size() == ids.size());
-  auto model = loom::load_model(dir / c.source, quiet());
+  auto model = loom::load_model(dir / c.source, loom::test::quiet_load_options());
   loom::SessionOptions o;
   o.all_logits = true;
   o.context_length = std::min<int64_t>(256, model->config().max_positions);
@@ -100,7 +94,7 @@ TEST_CASE("reference: stories260K greedy generation reproduces llama2.c's 200 to
   const fs::path dir = ref / "models" / "stories260K";
   const auto expected_ids = t::read_ids(dir / "expected" / "greedy200.ids.txt");
   REQUIRE(expected_ids.size() == 200);
-  auto model = loom::load_model(dir / "hf", quiet());
+  auto model = loom::load_model(dir / "hf", loom::test::quiet_load_options());
   REQUIRE(model->tokenizer());
   loom::Session s(model);
   loom::SamplerParams greedy;
@@ -186,7 +180,7 @@ TEST_CASE("reference: model tokenizers reproduce the ids llama.cpp fed each mode
   for (const auto& c : cases) {
     INFO(c.model << "/" << c.source << " " << c.prompt);
     const fs::path dir = ref / "models" / c.model;
-    auto model = loom::load_model(dir / c.source, quiet());
+    auto model = loom::load_model(dir / c.source, loom::test::quiet_load_options());
     REQUIRE(model->tokenizer());
     const auto want = t::read_ids(dir / "logits" / (c.prompt + ".ids.txt"));
     CHECK(model->tokenizer()->encode(c.text, true, false) == want);
@@ -210,7 +204,7 @@ std::vector<PositionResult> run_quant_case(const fs::path& ref, const std::strin
   const auto ids = t::read_ids(dir / "logits" / "story.ids.txt");
   const auto expected = t::read_logits(dir / "logits" / ("story." + type + ".logits.txt"));
   REQUIRE(expected.size() == ids.size());
-  auto model = loom::load_model(dir / ("small-quant-" + type + ".gguf"), quiet());
+  auto model = loom::load_model(dir / ("small-quant-" + type + ".gguf"), loom::test::quiet_load_options());
   loom::SessionOptions o;
   o.all_logits = true;
   o.context_length = 64;

@@ -141,7 +141,7 @@ TEST_CASE("threads: loads on several threads at once, converting with worker thr
   const t::TempDir dir;
   const loom::ModelConfig config = t::tiny_llama_config();
   loom::export_model(config, t::random_weights(config, 7), dir / "m", loom::ExportFormat::safetensors_sharded);
-  auto options = r::quiet_options();
+  auto options = loom::test::quiet_load_options();
   options.target_dtype = loom::DType::f16;  // every matrix goes through the conversion pipeline
   options.threads = 3;
   options.chunk_bytes = 2048;

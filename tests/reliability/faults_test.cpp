@@ -84,7 +84,7 @@ TEST_CASE("faults: a read error in stream mode fails the load naming the file an
     loom::set_read_fault_injector([&](const std::string& path, uint64_t offset) {
       return !(path == victim.string() && offset >= kFaultFrom);
     });
-    auto options = r::quiet_options();
+    auto options = loom::test::quiet_load_options();
     options.io_mode = loom::IoMode::stream;
     const loom::Error e = load_error(m.path, options);
     CHECK(e.code() == loom::ErrorCode::io);
@@ -96,7 +96,7 @@ TEST_CASE("faults: a read error in stream mode fails the load naming the file an
     CHECK(loom::Storage::owned_bytes_live() == before);  // nothing stays allocated
   }
   loom::set_read_fault_injector(nullptr);
-  auto options = r::quiet_options();
+  auto options = loom::test::quiet_load_options();
   options.io_mode = loom::IoMode::stream;
   CHECK_NOTHROW(loom::load_model(m.path, options));
 }
@@ -105,7 +105,7 @@ TEST_CASE("faults: a file truncated after it was opened, in stream mode, is an i
   TinyModel m;
   const fs::path file = m.path / "model.safetensors";
   const uint64_t full = fs::file_size(file);
-  auto options = r::quiet_options();
+  auto options = loom::test::quiet_load_options();
   options.io_mode = loom::IoMode::stream;
   options.chunk_bytes = 1024;
   bool truncated = false;
@@ -130,7 +130,7 @@ TEST_CASE("faults: sizes are checked at open: a file shorter than its header say
   const fs::path file = m.path / "model.safetensors";
   fs::resize_file(file, fs::file_size(file) - 1);
   for (const auto mode : {loom::IoMode::mmap, loom::IoMode::stream}) {
-    auto options = r::quiet_options();
+    auto options = loom::test::quiet_load_options();
     options.io_mode = mode;
     const loom::Error e = load_error(m.path, options);
     CHECK(e.code() == loom::ErrorCode::format);
@@ -142,7 +142,7 @@ TEST_CASE("faults: a mapped model holds its file: deleting or replacing it does 
   TinyModel m;
   const fs::path file = m.path / "model.safetensors";
   const std::vector<int32_t> tokens{1, 4, 9, 16, 25};
-  auto options = r::quiet_options();
+  auto options = loom::test::quiet_load_options();
   options.io_mode = loom::IoMode::mmap;
   const auto model = loom::load_model(m.path, options);
   REQUIRE(model->load_report()->zero_copy_tensors > 0);
@@ -169,7 +169,7 @@ TEST_CASE("faults: a file truncated under a mapped model is the host's responsib
   // in the host's process; docs/reliability.md and mapped_file.hpp say so, and stream
   // mode (above) is the answer for files that may change.
   const auto child = r::run_in_child([&](int) {
-    auto options = r::quiet_options();
+    auto options = loom::test::quiet_load_options();
     options.io_mode = loom::IoMode::mmap;
     const auto model = loom::load_model(m.path, options);
     fs::resize_file(file, 0);
@@ -186,7 +186,7 @@ TEST_CASE("threads: cancelling a load from another thread fails it with cancelle
     INFO(loom::io_mode_name(mode));
     std::atomic<bool> stop{false};
     std::atomic<int> calls{0};
-    auto options = r::quiet_options();
+    auto options = loom::test::quiet_load_options();
     options.io_mode = mode;
     options.target_dtype = loom::DType::f16;  // conversions: many chunks, many callbacks
     options.chunk_bytes = 1024;

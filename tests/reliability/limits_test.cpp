@@ -116,7 +116,7 @@ int load_under_limit(int out, const fs::path& large, const fs::path& tiny) {
     if (e.code() != loom::ErrorCode::out_of_memory) return 43;
   }
   try {
-    auto options = r::quiet_options();
+    auto options = loom::test::quiet_load_options();
     options.threads = 256;
     (void)loom::load_model(tiny, options);
     r::child_say(out, "a load with 256 conversion workers succeeded");
@@ -128,7 +128,7 @@ int load_under_limit(int out, const fs::path& large, const fs::path& tiny) {
   int step = 20;
   for (const auto mode : {loom::IoMode::stream, loom::IoMode::mmap}) {
     ++step;
-    auto options = r::quiet_options();
+    auto options = loom::test::quiet_load_options();
     options.io_mode = mode;
     try {
       const auto model = loom::load_model(large, options);

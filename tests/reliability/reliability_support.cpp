@@ -32,12 +32,6 @@ const std::filesystem::path& demo_model_dir() {
   return path;
 }
 
-LoadOptions quiet_options() {
-  LoadOptions o;
-  o.logger = Logger::silent();
-  return o;
-}
-
 std::shared_ptr<const Model> load_quiet(const std::filesystem::path& path, LoadOptions options) {
   return load_model(path, options);
 }

@@ -10,6 +10,7 @@
 
 #include "loom/loader.hpp"
 #include "loom/model.hpp"
+#include "support/test_support.hpp"
 
 namespace loom::reliability {
 
@@ -17,8 +18,7 @@ namespace loom::reliability {
 // directory that lives until the process exits.
 const std::filesystem::path& demo_model_dir();
 
-LoadOptions quiet_options();
-std::shared_ptr<const Model> load_quiet(const std::filesystem::path& path, LoadOptions options = quiet_options());
+std::shared_ptr<const Model> load_quiet(const std::filesystem::path& path, LoadOptions options = test::quiet_load_options());
 
 // True in builds with AddressSanitizer or ThreadSanitizer, whose shadow memory makes an
 // address-space limit meaningless.

@@ -67,4 +67,10 @@ std::string read_file_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
+LoadOptions quiet_load_options() {
+  LoadOptions o;
+  o.logger = Logger::silent();
+  return o;
+}
+
 }  // namespace loom::test

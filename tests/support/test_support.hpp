@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "loom/loader.hpp"
+
 namespace loom::test {
 
 // A fresh directory under the system temp dir, removed (recursively) on destruction.
@@ -31,6 +33,9 @@ std::optional<std::filesystem::path> reference_dir(std::string* why = nullptr);
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path);
 void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8_t>& bytes);
 std::string read_file_text(const std::filesystem::path& path);
+
+// Load options with the logger silenced: tests assert on results, not on log lines.
+LoadOptions quiet_load_options();
 
 }  // namespace loom::test
 

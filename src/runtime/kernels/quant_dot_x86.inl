@@ -762,5 +762,4 @@ void register_shared_kernels(KernelSet& set) {
 
 }  // namespace
 
-
 #undef QD_INLINE
