@@ -52,7 +52,7 @@ double Normalizer::growth_bound() const noexcept {
   double bound = 1.0;
   for (const auto& step : steps_) {
     switch (step.kind) {
-      case K::prepend:  // adds a constant: at most doubles any text at least as long
+      case K::prepend:  // adds p bytes to a non-empty text: at most (1 + p) times a 1-byte one
         bound *= 1.0 + static_cast<double>(step.text.size());
         break;
       case K::replace: {
