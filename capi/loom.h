@@ -102,6 +102,7 @@ LOOM_API int64_t loom_error_offset(const loom_error *err);
 #define LOOM_PROBLEM_DTYPE_MISMATCH 3
 #define LOOM_PROBLEM_TIED_DIFFERS 4
 #define LOOM_PROBLEM_DUPLICATE 5
+#define LOOM_PROBLEM_SUSPICIOUS_DATA 6 /* a warning in the load report: e.g. byte-swapped values */
 
 typedef struct loom_problem {
   uint32_t struct_size;          /* set by the caller (loom_problem_init) */
