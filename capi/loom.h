@@ -102,6 +102,7 @@ LOOM_API int64_t loom_error_offset(const loom_error *err);
 #define LOOM_PROBLEM_DTYPE_MISMATCH 3
 #define LOOM_PROBLEM_TIED_DIFFERS 4
 #define LOOM_PROBLEM_DUPLICATE 5
+#define LOOM_PROBLEM_SUSPICIOUS_DATA 6 /* a warning in the load report: e.g. byte-swapped values */
 
 typedef struct loom_problem {
   uint32_t struct_size;          /* set by the caller (loom_problem_init) */
@@ -223,12 +224,28 @@ LOOM_API loom_status loom_token_piece(const loom_tokenizer *tok, int32_t id, cha
 
 /* ---- sessions -------------------------------------------------------------------- */
 
+/* Forward-pass trace (debugging: find the first stage where two runs, or loom and
+ * another engine, diverge). Called on the thread running the pass, after each stage, in
+ * order: "embd" (layer -1); per block N, "attn_out" and "ffn_out" (layer N: the residual
+ * stream after the attention and after the MLP); then "output_norm" and "logits"
+ * (layer -1). `values` is row-major [n_tokens, dim], borrowed for the call only; the
+ * final stages see only the rows whose logits are kept (the last one, unless
+ * all_logits). Return 0 to go on, nonzero to abandon the pass: loom_prefill / loom_step
+ * return LOOM_ERR_CANCELLED with the session's position, cache and logits as they were
+ * before the call (loom_generate and loom_embed return it too, after the passes that
+ * completed). Tracing slows the pass down. */
+typedef int32_t (*loom_trace_fn)(void *user, const char *stage, int32_t layer, int64_t n_tokens,
+                                 int64_t dim, const float *values);
+
 typedef struct loom_session_params {
   uint32_t struct_size;
   int32_t context_length; /* 0: the model's, capped at 4096 */
   int32_t n_threads;      /* 0: all hardware threads */
   int32_t kv_dtype;       /* LOOM_DTYPE_F32 (default) or LOOM_DTYPE_F16 */
   int32_t all_logits;     /* nonzero: keep logits for every prefilled position */
+  /* -- appended: forward-pass trace (NULL: none; older, smaller structs get none) -- */
+  loom_trace_fn trace;
+  void *trace_user;
 } loom_session_params;
 
 LOOM_API void loom_session_params_init(loom_session_params *p);

@@ -29,6 +29,7 @@
 #include "loom/session.hpp"
 #include "loom/tokenizer.hpp"
 #include "progress.hpp"
+#include "trace_forward.hpp"
 
 namespace fs = std::filesystem;
 using loom::cli::Args;
@@ -110,6 +111,11 @@ struct Command {
 };
 
 int cmd_run(const Args& a) {
+  // Flag values are checked before the (long) load.
+  const bool trace_forward = a.has("--trace-forward") || a.has("--trace-layers") || a.has("--trace-dump");
+  loom::cli::TraceForwardOptions trace_options;
+  trace_options.layers = loom::cli::parse_layer_list(a.list("--trace-layers"));
+  trace_options.dump_dir = a.text("--trace-dump");
   fs::path path = a.text("--model");
   const bool demo = path.empty();
   if (demo) {
@@ -127,6 +133,7 @@ int cmd_run(const Args& a) {
   loom::SessionOptions so;
   so.n_threads = static_cast<int>(a.integer("--threads", 0));
   so.context_length = a.integer("--ctx", 0);
+  if (trace_forward) so.trace = loom::cli::forward_tracer(std::move(trace_options));
   loom::Session session(model, so);
   loom::SamplerParams sp;
   sp.temperature = static_cast<float>(a.number("--temperature", sp.temperature));
@@ -348,6 +355,9 @@ std::vector<Command> commands() {
         kDtype,
         {"--no-report", Kind::flag, "do not print the load report"},
         {"--trace", Kind::flag, "print the per-tensor load trace"},
+        {"--trace-forward", Kind::flag, "per forward pass, stage and layer: shape, min/max/mean, NaN/Inf counts (stderr)"},
+        {"--trace-layers", Kind::list, "trace only these blocks, e.g. 0,5 (implies --trace-forward)", {}, "N,M"},
+        {"--trace-dump", Kind::text, "also write each traced stage as DIR/<pass>-<stage>[-L<layer>].npy (implies --trace-forward)", {}, "DIR"},
         kHelp},
        cmd_run},
       {"inspect", "--model PATH [--json] [--trace]",

@@ -27,6 +27,7 @@ STOP_REASONS = {0: "eos", 1: "stop_string", 2: "max_tokens", 3: "cancelled", 4: 
 PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_float, c_char_p)
 LOG_FN = CFUNCTYPE(None, c_void_p, c_int32, c_char_p)
 TEXT_FN = CFUNCTYPE(c_int32, c_void_p, POINTER(ctypes.c_char), c_size_t, c_int32)
+TRACE_FN = CFUNCTYPE(c_int32, c_void_p, c_char_p, c_int32, c_int64, c_int64, POINTER(c_float))
 
 
 class LoadParams(Structure):
@@ -38,7 +39,10 @@ class LoadParams(Structure):
 
 class SessionParams(Structure):
     _fields_ = [("struct_size", c_uint32), ("context_length", c_int32), ("n_threads", c_int32),
-                ("kv_dtype", c_int32), ("all_logits", c_int32)]
+                ("kv_dtype", c_int32), ("all_logits", c_int32),
+                # appended: the forward-pass trace (loom_session_params_init fills the
+                # whole struct, so the mirror must hold every field the library has)
+                ("trace", TRACE_FN), ("trace_user", c_void_p)]
 
 
 class SamplerParams(Structure):

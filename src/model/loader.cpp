@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <new>
 #include <sstream>
@@ -25,6 +26,7 @@
 #include "model/pack_internal.hpp"
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "tensor/byte_order.hpp"
 
 namespace loom {
 
@@ -366,6 +368,50 @@ ModelConfig load_config(const std::filesystem::path& path, const LoadOptions& op
 }
 
 namespace {
+
+// "Detect suspicious data and warn": each float tensor the manifest uses, read in a
+// bounded sample (at most kByteOrderSampleValues values, so a zero-copy load touches
+// only a few pages of each), is checked for byte-swapped values. A warning, not an
+// error: the values are used as stored. Strided records (rare PyTorch views) are skipped.
+void warn_suspicious_byte_order(const WeightSource& source, const Manifest& manifest, LoadReport& report,
+                                const Logger& log) {
+  std::map<const TensorRecord*, std::string> users;  // record -> internal names, in manifest order
+  std::vector<const TensorRecord*> order;
+  for (const ManifestEntry& e : manifest.entries()) {
+    if (e.record == nullptr) continue;
+    auto [it, fresh] = users.try_emplace(e.record, e.internal_name);
+    if (fresh) {
+      order.push_back(e.record);
+    } else {
+      it->second += "+" + e.internal_name;
+    }
+  }
+  std::vector<std::byte> sample;
+  for (const TensorRecord* r : order) {
+    if (!r->is_contiguous() || !byte_order_checked(r->dtype)) continue;
+    const auto esize = static_cast<uint64_t>(dtype_size(r->dtype));
+    sample.clear();
+    for (const ByteRun& run : byte_order_sample_runs(r->nbytes, esize)) {
+      const size_t at = sample.size();
+      sample.resize(at + run.size);
+      source.read(*r, run.offset, std::span<std::byte>(sample.data() + at, run.size));
+    }
+    const ByteOrderCheck c = check_byte_order(sample, r->dtype);
+    if (!c.suspicious) continue;
+    const auto pct = [&](int64_t k) { return 100 * k / c.values; };
+    ManifestProblem p{ProblemKind::suspicious_data, users[r], r->name, {}, r->shape,
+                      "tensor '" + r->name + "' (" + std::string(dtype_name(r->dtype)) + ", " +
+                          source.file_of(*r).path + ") looks byte-swapped: " + std::to_string(pct(c.implausible)) +
+                          "% of " + std::to_string(c.values) + " sampled nonzero values are " + std::string(c.band) +
+                          ", " + std::to_string(pct(c.implausible_swapped)) +
+                          "% with each value's bytes reversed (written in the other byte order, or swapped by a "
+                          "converter?); its values are used as stored",
+                      false};
+    detail::log(log, LogLevel::warn, "{}", p.detail);
+    report.warnings.push_back(std::move(p));
+  }
+}
+
 std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& path, const LoadOptions& options) {
   const auto start = Clock::now();
   auto report = std::make_shared<LoadReport>();
@@ -390,6 +436,7 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
     report->warnings.push_back(p);
     detail::log(log, LogLevel::warn, "{}: {}", problem_kind_name(p.kind), p.detail);
   }
+  warn_suspicious_byte_order(*source, manifest, *report, log);
   report->ignored = manifest.ignored();
   if (manifest.rope_interleaved()) {
     report->notes.push_back("q/k rows kept in GGUF interleaved-RoPE order; RoPE rotates adjacent pairs (no copy)");

@@ -16,6 +16,7 @@ std::string_view problem_kind_name(ProblemKind kind) noexcept {
     case ProblemKind::dtype_mismatch: return "dtype_mismatch";
     case ProblemKind::tied_differs: return "tied_differs";
     case ProblemKind::duplicate: return "duplicate";
+    case ProblemKind::suspicious_data: return "suspicious_data";
   }
   return "unknown";
 }
