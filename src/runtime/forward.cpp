@@ -1,0 +1,431 @@
+// The transformer forward pass over one or more sequences' new tokens, assembled from the
+// choices in ModelConfig (norm, FFN, position encoding, biases, sliding window).
+#include "runtime/forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string>
+
+#include "loom/convert.hpp"
+#include "loom/error.hpp"
+#include "runtime/kernels/linear.hpp"
+#include "runtime/kernels/ops.hpp"
+
+namespace loom::runtime {
+
+namespace {
+
+template <typename T>
+void ensure(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+}  // namespace
+
+// Rotary frequencies (one per rotated pair), with the config's scaling applied.
+std::vector<double> rope_inverse_frequencies(const ModelConfig& c, int64_t context_length) {
+  const int64_t half = c.rope_dims / 2;
+  std::vector<double> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    inv[static_cast<size_t>(i)] =
+        1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(c.rope_dims));
+  }
+  const RopeScaling& rs = c.rope_scaling;
+  switch (rs.kind) {
+    case RopeScalingKind::none: break;
+    case RopeScalingKind::linear:
+      for (auto& f : inv) f /= rs.factor;
+      break;
+    case RopeScalingKind::llama3: {
+      // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, and the
+      // band between blended smoothly.
+      const double orig = static_cast<double>(rs.original_max_positions);
+      const double low_wavelen = orig / rs.low_freq_factor;
+      const double high_wavelen = orig / rs.high_freq_factor;
+      for (auto& f : inv) {
+        const double wavelen = 2.0 * std::numbers::pi / f;
+        if (wavelen < high_wavelen) continue;
+        if (wavelen > low_wavelen) {
+          f /= rs.factor;
+          continue;
+        }
+        const double smooth =
+            (orig / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+        f = (1.0 - smooth) * f / rs.factor + smooth * f;
+      }
+      break;
+    }
+    case RopeScalingKind::longrope: {
+      // Phi-3 LongRoPE: per-frequency divisors, the long set when the session's context
+      // exceeds the original training length (llama.cpp's static choice).
+      const auto& factors =
+          context_length > rs.original_max_positions ? rs.long_factor : rs.short_factor;
+      for (size_t i = 0; i < inv.size(); ++i) inv[i] /= factors[i];
+      break;
+    }
+  }
+  return inv;
+}
+
+// LongRoPE scales cos/sin by this "attention factor" when the model was extended.
+double rope_magnitude(const ModelConfig& c) {
+  if (c.rope_scaling.kind != RopeScalingKind::longrope) return 1.0;
+  const double scale = static_cast<double>(c.max_positions) /
+                       static_cast<double>(c.rope_scaling.original_max_positions);
+  if (scale <= 1.0) return 1.0;
+  return std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(c.rope_scaling.original_max_positions)));
+}
+
+// Which sequence and position each row of the pass belongs to.
+struct Forward::Rows {
+  std::vector<SeqKv*> kv;          // [M]
+  std::vector<int64_t> position;   // [M]
+  int64_t max_position = 0;
+};
+
+Forward::Forward(std::shared_ptr<const Model> model, ForwardOptions options, KvPool& pool)
+    : model_(std::move(model)), options_(std::move(options)), kv_(pool) {
+  if (!model_) throw Error(ErrorCode::invalid_argument, "a forward pass needs a model");
+  if (!options_.pool) throw Error(ErrorCode::invalid_argument, "a forward pass needs a thread pool");
+  const ModelConfig& c = model_->config();
+  if (c.position == PositionKind::rope) {
+    inv_freq_ = rope_inverse_frequencies(c, options_.context_length);
+    rope_scale_ = rope_magnitude(c);
+  }
+}
+
+void Forward::trace(std::string_view name, const float* values, int64_t n, int64_t dim) const {
+  if (!options_.trace) return;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n * dim; ++i) sum += values[i];
+  options_.trace(TraceEvent{name, n, dim, values, sum});
+}
+
+void Forward::rope_angles(int64_t position, float* cos_out, float* sin_out) const {
+  const auto half = static_cast<int64_t>(inv_freq_.size());
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(position) * inv_freq_[static_cast<size_t>(i)];
+    cos_out[i] = static_cast<float>(std::cos(angle) * rope_scale_);
+    sin_out[i] = static_cast<float>(std::sin(angle) * rope_scale_);
+  }
+}
+
+void Forward::norm_rows(const Tensor& w, const Tensor& b, const float* in, float* out, int64_t n) const {
+  const ModelConfig& c = model_->config();
+  const int64_t dim = c.hidden_size;
+  const auto eps = static_cast<float>(c.norm_eps);
+  for (int64_t t = 0; t < n; ++t) {
+    if (c.norm == NormKind::rms_norm) {
+      kernels::rms_norm(in + t * dim, w.data<float>(), eps, out + t * dim, dim);
+    } else {
+      kernels::layer_norm(in + t * dim, w.data<float>(), b.defined() ? b.data<float>() : nullptr, eps,
+                          out + t * dim, dim);
+    }
+  }
+}
+
+void Forward::store_kv(int64_t layer, const Rows& rows) {
+  const ModelConfig& c = model_->config();
+  const int64_t hd = c.head_dim;
+  const auto m = static_cast<int64_t>(rows.kv.size());
+  const bool f32 = kv_.dtype() == DType::f32;
+  for (int64_t t = 0; t < m; ++t) {
+    const SeqKv& kv = *rows.kv[static_cast<size_t>(t)];
+    const int64_t p = rows.position[static_cast<size_t>(t)];
+    const int32_t block = kv.block_of(p);
+    const int64_t slot = kv.slot_of(p);
+    for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+      const float* ksrc = k_.data() + t * c.kv_dim() + g * hd;
+      const float* vsrc = v_.data() + t * c.kv_dim() + g * hd;
+      const int64_t kat = kv_.offset(block, layer, 0, g, slot);
+      const int64_t vat = kv_.offset(block, layer, 1, g, slot);
+      if (f32) {
+        std::memcpy(kv_.f32(kat), ksrc, static_cast<size_t>(hd) * sizeof(float));
+        std::memcpy(kv_.f32(vat), vsrc, static_cast<size_t>(hd) * sizeof(float));
+      } else {
+        f32_to_f16(ksrc, kv_.f16(kat), static_cast<size_t>(hd));
+        f32_to_f16(vsrc, kv_.f16(vat), static_cast<size_t>(hd));
+      }
+    }
+  }
+}
+
+void Forward::attention(int64_t layer, const Rows& rows) {
+  const ModelConfig& c = model_->config();
+  const int64_t hd = c.head_dim;
+  const int64_t group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool f16 = kv_.dtype() == DType::f16;
+  const int64_t window = c.sliding_window;
+  const int64_t bt = kv_.block_tokens();
+  const int64_t longest = rows.max_position + 1;
+  const auto m = static_cast<int64_t>(rows.kv.size());
+  options_.pool->parallel_for(m * c.n_heads, 1, [&](int64_t begin, int64_t end, int) {
+    thread_local std::vector<float> scores;
+    thread_local std::vector<float> row;
+    ensure(scores, longest);
+    ensure(row, hd);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / c.n_heads;
+      const int64_t head = item % c.n_heads;
+      const int64_t g = head / group;
+      const SeqKv& kv = *rows.kv[static_cast<size_t>(t)];
+      const int64_t p = rows.position[static_cast<size_t>(t)];
+      const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+      const float* qv = q_.data() + t * c.q_dim() + head * hd;
+      float* out = attn_.data() + t * c.q_dim() + head * hd;
+      const int64_t n_keys = p - first + 1;
+      // Keys in position order, block by block (each block's keys are contiguous).
+      for (int64_t j = first; j <= p;) {
+        const int32_t block = kv.blocks()[static_cast<size_t>(j / bt)];
+        const int64_t slot0 = j % bt;
+        const int64_t stop = std::min(p + 1, j - slot0 + bt);
+        const int64_t base = kv_.offset(block, layer, 0, g, slot0);
+        for (int64_t jj = j; jj < stop; ++jj) {
+          const int64_t at = base + (jj - j) * hd;
+          const float* key = f16 ? row.data() : kv_.f32(at);
+          if (f16) f16_to_f32(kv_.f16(at), row.data(), static_cast<size_t>(hd));
+          scores[static_cast<size_t>(jj - first)] = kernels::dot(qv, key, hd) * scale;
+        }
+        j = stop;
+      }
+      kernels::softmax(scores.data(), n_keys);
+      std::fill(out, out + hd, 0.0f);
+      for (int64_t j = first; j <= p;) {
+        const int32_t block = kv.blocks()[static_cast<size_t>(j / bt)];
+        const int64_t slot0 = j % bt;
+        const int64_t stop = std::min(p + 1, j - slot0 + bt);
+        const int64_t base = kv_.offset(block, layer, 1, g, slot0);
+        for (int64_t jj = j; jj < stop; ++jj) {
+          const int64_t at = base + (jj - j) * hd;
+          const float* val = f16 ? row.data() : kv_.f32(at);
+          if (f16) f16_to_f32(kv_.f16(at), row.data(), static_cast<size_t>(hd));
+          kernels::axpy(scores[static_cast<size_t>(jj - first)], val, out, hd);
+        }
+        j = stop;
+      }
+    }
+  });
+}
+
+void Forward::run(std::span<const PassSequence> seqs) {
+  const ModelConfig& c = model_->config();
+  const ModelWeights& w = model_->weights();
+  int64_t m = 0;
+  for (const auto& s : seqs) {
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    if (n == 0) throw Error(ErrorCode::invalid_argument, "no tokens to process");
+    if (s.kv->length() + n > options_.context_length) {
+      throw Error(ErrorCode::context_full,
+                  "context full: " + std::to_string(s.kv->length()) + " tokens in the cache + " + std::to_string(n) +
+                      " new exceed the context length " + std::to_string(options_.context_length));
+    }
+    for (int32_t id : s.tokens) {
+      if (id < 0 || id >= c.vocab_size) {
+        throw Error(ErrorCode::invalid_argument, "token id " + std::to_string(id) +
+                                                     " is outside the vocabulary (0.." +
+                                                     std::to_string(c.vocab_size - 1) + ")");
+      }
+    }
+    m += n;
+  }
+  if (m == 0) throw Error(ErrorCode::invalid_argument, "no tokens to process");
+
+  Rows rows;
+  rows.kv.reserve(static_cast<size_t>(m));
+  rows.position.reserve(static_cast<size_t>(m));
+  for (const auto& s : seqs) {
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      rows.kv.push_back(s.kv);
+      rows.position.push_back(s.kv->length() + static_cast<int64_t>(i));
+      rows.max_position = std::max(rows.max_position, rows.position.back());
+    }
+  }
+
+  const int64_t H = c.hidden_size;
+  const int64_t QD = c.q_dim();
+  const int64_t KVD = c.kv_dim();
+  const int64_t F = c.intermediate_size;
+  ensure(x_, m * H);
+  ensure(h_, m * H);
+  ensure(q_, m * QD);
+  ensure(k_, m * KVD);
+  ensure(v_, m * KVD);
+  ensure(attn_, m * QD);
+  ensure(proj_, m * H);
+  ensure(gate_, m * F);
+  ensure(up_, m * F);
+
+  {
+    int64_t t = 0;
+    for (const auto& s : seqs) {
+      for (int32_t id : s.tokens) kernels::embedding_row(w.token_embd, id, x_.data() + (t++) * H);
+    }
+  }
+  if (c.position == PositionKind::learned) {
+    std::vector<float> row(static_cast<size_t>(H));
+    for (int64_t t = 0; t < m; ++t) {
+      kernels::embedding_row(w.position_embd, rows.position[static_cast<size_t>(t)], row.data());
+      kernels::add_inplace(x_.data() + t * H, row.data(), H);
+    }
+  }
+  trace("embd", x_.data(), m, H);
+
+  // cos/sin for each row's position (shared by every layer and head).
+  const int64_t half = c.rope_dims / 2;
+  if (c.position == PositionKind::rope) {
+    ensure(cos_, m * half);
+    ensure(sin_, m * half);
+    for (int64_t t = 0; t < m; ++t) rope_angles(rows.position[static_cast<size_t>(t)], cos_.data() + t * half, sin_.data() + t * half);
+  }
+  auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
+  ThreadPool& tp = *options_.pool;
+  const bool fast = options_.bf16_activations;
+  std::string name;
+
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    norm_rows(L.attn_norm, L.attn_norm_bias, x_.data(), h_.data(), m);
+    kernels::linear(L.attn_q, bias(L.attn_q_bias), h_.data(), H, m, q_.data(), QD, tp, fast);
+    kernels::linear(L.attn_k, bias(L.attn_k_bias), h_.data(), H, m, k_.data(), KVD, tp, fast);
+    kernels::linear(L.attn_v, bias(L.attn_v_bias), h_.data(), H, m, v_.data(), KVD, tp, fast);
+    if (c.position == PositionKind::rope) {
+      auto rope = w.rope_interleaved ? kernels::rope_interleaved : kernels::rope_half;
+      for (int64_t t = 0; t < m; ++t) {
+        const float* cs = cos_.data() + t * half;
+        const float* sn = sin_.data() + t * half;
+        for (int64_t hh = 0; hh < c.n_heads; ++hh) rope(q_.data() + t * QD + hh * c.head_dim, cs, sn, c.rope_dims);
+        for (int64_t g = 0; g < c.n_kv_heads; ++g) rope(k_.data() + t * KVD + g * c.head_dim, cs, sn, c.rope_dims);
+      }
+    }
+    store_kv(l, rows);
+    attention(l, rows);
+    kernels::linear(L.attn_out, bias(L.attn_out_bias), attn_.data(), QD, m, proj_.data(), H, tp, fast);
+    kernels::add_inplace(x_.data(), proj_.data(), m * H);
+    if (options_.trace) {
+      name = "blk." + std::to_string(l) + ".attn_out";
+      trace(name, x_.data(), m, H);
+    }
+
+    norm_rows(L.ffn_norm, L.ffn_norm_bias, x_.data(), h_.data(), m);
+    if (c.ffn == FfnKind::swiglu) {
+      kernels::linear(L.ffn_gate, nullptr, h_.data(), H, m, gate_.data(), F, tp, fast);
+      kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, up_.data(), F, tp, fast);
+      kernels::silu_mul(gate_.data(), up_.data(), m * F);
+    } else {
+      kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, gate_.data(), F, tp, fast);
+      kernels::gelu_tanh(gate_.data(), m * F);
+    }
+    kernels::linear(L.ffn_down, bias(L.ffn_down_bias), gate_.data(), F, m, proj_.data(), H, tp, fast);
+    kernels::add_inplace(x_.data(), proj_.data(), m * H);
+    if (options_.trace) {
+      name = "blk." + std::to_string(l) + ".ffn_out";
+      trace(name, x_.data(), m, H);
+    }
+  }
+
+  // Only the rows whose outputs are wanted go through the final norm and the (large)
+  // output projection: per sequence every row (all_logits, hidden) or its last.
+  Results& r = next_;
+  r.logit_first.assign(seqs.size(), 0);
+  r.logit_count.assign(seqs.size(), 0);
+  r.hidden_first.assign(seqs.size(), 0);
+  r.hidden_count.assign(seqs.size(), 0);
+  std::vector<int64_t> norm_src;  // pass rows that get the final norm, in order
+  std::vector<int64_t> logit_src; // indices into norm_src whose logits are computed
+  {
+    int64_t row0 = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const auto& s = seqs[i];
+      const auto n = static_cast<int64_t>(s.tokens.size());
+      const bool every = s.all_logits || s.hidden;
+      const int64_t first = every ? row0 : row0 + n - 1;
+      const auto norm0 = static_cast<int64_t>(norm_src.size());
+      if (s.want_logits || s.hidden) {
+        for (int64_t t = first; t < row0 + n; ++t) norm_src.push_back(t);
+      }
+      if (s.hidden) {
+        r.hidden_first[i] = norm0;
+        r.hidden_count[i] = n;
+      }
+      if (s.want_logits) {
+        const int64_t lfirst = s.all_logits ? norm0 : static_cast<int64_t>(norm_src.size()) - 1;
+        r.logit_first[i] = static_cast<int64_t>(logit_src.size());
+        for (int64_t k = lfirst; k < static_cast<int64_t>(norm_src.size()); ++k) logit_src.push_back(k);
+        r.logit_count[i] = static_cast<int64_t>(logit_src.size()) - r.logit_first[i];
+      }
+      row0 += n;
+    }
+  }
+  const auto n_norm = static_cast<int64_t>(norm_src.size());
+  ensure(out_rows_, std::max<int64_t>(1, n_norm) * H);
+  for (int64_t k = 0; k < n_norm; ++k) {
+    norm_rows(w.output_norm, w.output_norm_bias, x_.data() + norm_src[static_cast<size_t>(k)] * H,
+              out_rows_.data() + k * H, 1);
+  }
+  trace("output_norm", out_rows_.data(), n_norm, H);
+  r.hidden.assign(out_rows_.begin(), out_rows_.begin() + n_norm * H);
+  const auto n_logits = static_cast<int64_t>(logit_src.size());
+  // The rows to project, gathered contiguously (h_ is free again here).
+  for (int64_t k = 0; k < n_logits; ++k) {
+    std::memcpy(h_.data() + k * H, out_rows_.data() + logit_src[static_cast<size_t>(k)] * H,
+                static_cast<size_t>(H) * sizeof(float));
+  }
+  r.logits.resize(static_cast<size_t>(n_logits * c.vocab_size));
+  if (n_logits > 0) {
+    kernels::linear(w.output, nullptr, h_.data(), H, n_logits, r.logits.data(), c.vocab_size, tp, fast);
+  }
+  trace("logits", r.logits.data(), n_logits, c.vocab_size);
+  // Commit: a trace hook that throws above leaves the last pass's results readable.
+  std::swap(results_, next_);
+}
+
+std::span<const float> Forward::logits(size_t seq) const {
+  const int64_t v = model_->config().vocab_size;
+  return {results_.logits.data() + results_.logit_first[seq] * v, static_cast<size_t>(results_.logit_count[seq] * v)};
+}
+
+int64_t Forward::logit_rows(size_t seq) const {
+  return seq < results_.logit_count.size() ? results_.logit_count[seq] : 0;
+}
+
+std::span<const float> Forward::hidden(size_t seq) const {
+  const int64_t dim = model_->config().hidden_size;
+  return {results_.hidden.data() + results_.hidden_first[seq] * dim,
+          static_cast<size_t>(results_.hidden_count[seq] * dim)};
+}
+
+void Forward::rerotate_keys(SeqKv& kv, int64_t begin, int64_t end, int64_t delta) {
+  const ModelConfig& c = model_->config();
+  if (c.position != PositionKind::rope || delta == 0 || begin >= end) return;
+  const int64_t half = c.rope_dims / 2;
+  const int64_t hd = c.head_dim;
+  // A pure rotation by `delta` positions (no LongRoPE magnitude: the keys already carry it).
+  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(delta) * inv_freq_[static_cast<size_t>(i)];
+    cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(angle));
+    sn[static_cast<size_t>(i)] = static_cast<float>(std::sin(angle));
+  }
+  auto rope = model_->weights().rope_interleaved ? kernels::rope_interleaved : kernels::rope_half;
+  std::vector<float> row(static_cast<size_t>(hd));
+  const bool f16 = kv_.dtype() == DType::f16;
+  for (int64_t p = begin; p < end; ++p) {
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+        const int64_t at = kv_.offset(kv.block_of(p), l, 0, g, kv.slot_of(p));
+        if (f16) {
+          f16_to_f32(kv_.f16(at), row.data(), static_cast<size_t>(hd));
+          rope(row.data(), cs.data(), sn.data(), c.rope_dims);
+          f32_to_f16(row.data(), kv_.f16(at), static_cast<size_t>(hd));
+        } else {
+          rope(kv_.f32(at), cs.data(), sn.data(), c.rope_dims);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace loom::runtime

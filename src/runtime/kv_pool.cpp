@@ -1,0 +1,162 @@
+#include "runtime/kv_pool.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "loom/error.hpp"
+
+namespace loom::runtime {
+
+int64_t kv_block_bytes(const ModelConfig& config, int64_t block_tokens, DType dtype) {
+  int64_t bytes = 2;
+  for (const int64_t factor : {config.n_layers, config.n_kv_heads, block_tokens, config.head_dim,
+                               static_cast<int64_t>(dtype_size(dtype))}) {
+    if (factor < 0 || __builtin_mul_overflow(bytes, factor, &bytes)) {
+      throw Error(ErrorCode::out_of_memory, "a KV block of " + std::to_string(block_tokens) +
+                                                " positions for this model exceeds 2^63 bytes");
+    }
+  }
+  return bytes;
+}
+
+KvPool::KvPool(const ModelConfig& config, int64_t block_tokens, int64_t n_blocks, DType dtype)
+    : n_layers_(config.n_layers), n_kv_heads_(config.n_kv_heads), head_dim_(config.head_dim),
+      block_tokens_(block_tokens), dtype_(dtype) {
+  if (dtype != DType::f32 && dtype != DType::f16) {
+    throw Error(ErrorCode::invalid_argument,
+                "KV cache dtype must be f32 or f16, got " + std::string(dtype_name(dtype)));
+  }
+  if (block_tokens <= 0) throw Error(ErrorCode::invalid_argument, "KV block size must be positive");
+  if (n_blocks <= 0 || n_blocks > (int64_t{1} << 30)) {
+    throw Error(ErrorCode::invalid_argument,
+                "the KV pool must hold between 1 and 2^30 blocks, asked for " + std::to_string(n_blocks));
+  }
+  const int64_t block_bytes = kv_block_bytes(config, block_tokens, dtype);
+  int64_t total = 0;
+  if (__builtin_mul_overflow(block_bytes, n_blocks, &total)) {
+    throw Error(ErrorCode::out_of_memory, "a KV pool of " + std::to_string(n_blocks) + " blocks exceeds 2^63 bytes");
+  }
+  block_elements_ = block_bytes / static_cast<int64_t>(dtype_size(dtype));
+  int64_t elements = 0;
+  if (__builtin_mul_overflow(block_elements_, n_blocks, &elements)) {
+    throw Error(ErrorCode::out_of_memory, "the KV pool's element count overflows");
+  }
+  storage_ = Tensor::zeros(Shape{elements}, dtype);
+  base_ = storage_.mutable_raw_data();
+  refs_.assign(static_cast<size_t>(n_blocks), 0);
+  free_.resize(static_cast<size_t>(n_blocks));
+  // Lowest ids on top of the stack, so a fresh pool hands out 0, 1, 2, ...
+  for (int64_t i = 0; i < n_blocks; ++i) free_[static_cast<size_t>(i)] = static_cast<int32_t>(n_blocks - 1 - i);
+}
+
+int32_t KvPool::allocate() noexcept {
+  if (free_.empty()) return -1;
+  const int32_t b = free_.back();
+  free_.pop_back();
+  refs_[static_cast<size_t>(b)] = 1;
+  return b;
+}
+
+void KvPool::release(int32_t block) noexcept {
+  int32_t& r = refs_[static_cast<size_t>(block)];
+  if (--r == 0) free_.push_back(block);
+}
+
+void KvPool::copy_block(int32_t from, int32_t to, int64_t tokens) noexcept {
+  const auto elem = static_cast<size_t>(dtype_size(dtype_));
+  auto* base = static_cast<std::byte*>(base_);
+  for (int64_t l = 0; l < n_layers_; ++l) {
+    for (int kind = 0; kind < 2; ++kind) {
+      for (int64_t g = 0; g < n_kv_heads_; ++g) {
+        std::memcpy(base + static_cast<size_t>(offset(to, l, kind, g, 0)) * elem,
+                    base + static_cast<size_t>(offset(from, l, kind, g, 0)) * elem,
+                    static_cast<size_t>(tokens * head_dim_) * elem);
+      }
+    }
+  }
+}
+
+KvPoolStats KvPool::stats() const noexcept {
+  KvPoolStats s;
+  s.block_tokens = block_tokens_;
+  s.blocks_total = n_blocks();
+  s.blocks_free = free_blocks();
+  for (int32_t r : refs_) {
+    if (r > 0) ++s.blocks_used;
+    if (r > 1) ++s.blocks_shared;
+  }
+  s.block_bytes = block_elements_ * static_cast<int64_t>(dtype_size(dtype_));
+  s.bytes_total = bytes();
+  return s;
+}
+
+SeqKv::SeqKv(SeqKv&& other) noexcept
+    : pool_(other.pool_), blocks_(std::move(other.blocks_)), length_(other.length_) {
+  other.blocks_.clear();
+  other.length_ = 0;
+}
+
+SeqKv& SeqKv::operator=(SeqKv&& other) noexcept {
+  if (this != &other) {
+    clear();
+    pool_ = other.pool_;
+    blocks_ = std::move(other.blocks_);
+    length_ = other.length_;
+    other.blocks_.clear();
+    other.length_ = 0;
+  }
+  return *this;
+}
+
+int64_t SeqKv::blocks_needed(int64_t n) const noexcept {
+  if (n <= 0) return 0;
+  const int64_t bt = pool_->block_tokens();
+  const int64_t have = static_cast<int64_t>(blocks_.size());
+  const int64_t want = (length_ + n + bt - 1) / bt;
+  int64_t needed = std::max<int64_t>(0, want - have);
+  // The block holding position `length` is written too: a shared one is copied first.
+  const int64_t first = length_ / bt;
+  if (first < have && pool_->refs(blocks_[static_cast<size_t>(first)]) > 1) ++needed;
+  return needed;
+}
+
+bool SeqKv::prepare_append(int64_t n) {
+  if (n <= 0) return true;
+  if (blocks_needed(n) > pool_->free_blocks()) return false;
+  const int64_t bt = pool_->block_tokens();
+  const int64_t first = length_ / bt;
+  if (first < static_cast<int64_t>(blocks_.size())) {
+    int32_t& b = blocks_[static_cast<size_t>(first)];
+    if (pool_->refs(b) > 1) {
+      const int32_t copy = pool_->allocate();
+      pool_->copy_block(b, copy, length_ - first * bt);
+      pool_->release(b);
+      b = copy;
+    }
+  }
+  const int64_t want = (length_ + n + bt - 1) / bt;
+  while (static_cast<int64_t>(blocks_.size()) < want) blocks_.push_back(pool_->allocate());
+  return true;
+}
+
+void SeqKv::truncate(int64_t length) noexcept {
+  length = std::clamp<int64_t>(length, 0, length_);
+  const int64_t bt = pool_->block_tokens();
+  const auto keep = static_cast<size_t>((length + bt - 1) / bt);
+  while (blocks_.size() > keep) {
+    pool_->release(blocks_.back());
+    blocks_.pop_back();
+  }
+  length_ = length;
+}
+
+void SeqKv::share_prefix(const SeqKv& parent, int64_t length) {
+  clear();
+  const int64_t bt = pool_->block_tokens();
+  const auto n = static_cast<size_t>((length + bt - 1) / bt);
+  blocks_.assign(parent.blocks_.begin(), parent.blocks_.begin() + static_cast<std::ptrdiff_t>(n));
+  for (int32_t b : blocks_) pool_->retain(b);
+  length_ = length;
+}
+
+}  // namespace loom::runtime

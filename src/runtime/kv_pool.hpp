@@ -1,0 +1,119 @@
+// Internal: the paged KV cache. One allocation holds every block; a block holds the keys
+// and values of `block_tokens` consecutive positions of one sequence for every layer:
+//
+//   block b: [n_layers][2 (k, v)][n_kv_heads][block_tokens][head_dim]  (f32 or f16)
+//
+// so one head's keys inside a block are contiguous and attention streams them in order.
+// Sequences own lists of block ids (their block tables); a block may be shared by several
+// sequences (a fork shares its parent's blocks) and is reference counted: it returns to
+// the free list when the last sequence lets go. A shared block is never written: the
+// writer copies it first (copy on write, SeqKv::prepare_append).
+//
+// Not thread-safe: the owning Session or Batch serializes access.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/config.hpp"
+#include "loom/dtype.hpp"
+#include "loom/tensor.hpp"
+
+namespace loom::runtime {
+
+struct KvPoolStats {
+  int64_t block_tokens = 0;
+  int64_t blocks_total = 0;
+  int64_t blocks_used = 0;    // referenced by at least one sequence
+  int64_t blocks_shared = 0;  // referenced by two or more
+  int64_t blocks_free = 0;
+  int64_t block_bytes = 0;
+  int64_t bytes_total = 0;
+};
+
+class KvPool {
+ public:
+  KvPool(const ModelConfig& config, int64_t block_tokens, int64_t n_blocks, DType dtype);
+
+  // A free block with one reference, or -1 when none is left.
+  int32_t allocate() noexcept;
+  void retain(int32_t block) noexcept { ++refs_[static_cast<size_t>(block)]; }
+  void release(int32_t block) noexcept;
+  int32_t refs(int32_t block) const noexcept { return refs_[static_cast<size_t>(block)]; }
+  // Copies every layer's keys and values of `from` into `to` (the first `tokens` positions).
+  void copy_block(int32_t from, int32_t to, int64_t tokens) noexcept;
+
+  int64_t block_tokens() const noexcept { return block_tokens_; }
+  int64_t n_blocks() const noexcept { return static_cast<int64_t>(refs_.size()); }
+  int64_t free_blocks() const noexcept { return static_cast<int64_t>(free_.size()); }
+  DType dtype() const noexcept { return dtype_; }
+  KvPoolStats stats() const noexcept;
+  int64_t bytes() const noexcept { return storage_.nbytes(); }
+
+  // Element offset of (block, layer, kind 0 = k / 1 = v, kv head, position in block).
+  int64_t offset(int32_t block, int64_t layer, int kind, int64_t head, int64_t slot) const noexcept {
+    return (((static_cast<int64_t>(block) * n_layers_ + layer) * 2 + kind) * n_kv_heads_ + head) *
+               block_tokens_ * head_dim_ +
+           slot * head_dim_;
+  }
+  float* f32(int64_t element) noexcept { return static_cast<float*>(base_) + element; }
+  const float* f32(int64_t element) const noexcept { return static_cast<const float*>(base_) + element; }
+  uint16_t* f16(int64_t element) noexcept { return static_cast<uint16_t*>(base_) + element; }
+  const uint16_t* f16(int64_t element) const noexcept { return static_cast<const uint16_t*>(base_) + element; }
+
+ private:
+  int64_t n_layers_ = 0, n_kv_heads_ = 0, head_dim_ = 0, block_tokens_ = 0;
+  int64_t block_elements_ = 0;
+  DType dtype_ = DType::f32;
+  Tensor storage_;
+  void* base_ = nullptr;  // storage_'s bytes (owned, writable)
+  std::vector<int32_t> refs_;
+  std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
+};
+
+// Bytes of one block for this model (keys and values, every layer).
+int64_t kv_block_bytes(const ModelConfig& config, int64_t block_tokens, DType dtype);
+
+// One sequence's view of the pool: its block table and its length in positions.
+class SeqKv {
+ public:
+  explicit SeqKv(KvPool& pool) : pool_(&pool) {}
+  ~SeqKv() { clear(); }
+  SeqKv(const SeqKv&) = delete;
+  SeqKv& operator=(const SeqKv&) = delete;
+  SeqKv(SeqKv&& other) noexcept;
+  SeqKv& operator=(SeqKv&& other) noexcept;
+
+  int64_t length() const noexcept { return length_; }
+  const std::vector<int32_t>& blocks() const noexcept { return blocks_; }
+
+  // Blocks (new ones, and copies of shared ones that would be written) needed to append
+  // `n` positions.
+  int64_t blocks_needed(int64_t n) const noexcept;
+  // Makes room for positions [length, length + n): allocates blocks and copies a shared
+  // last block (copy on write). Returns false, changing nothing, when the pool has fewer
+  // free blocks than blocks_needed(n).
+  bool prepare_append(int64_t n);
+  // Marks positions up to length + n as written (after prepare_append and the pass).
+  void commit(int64_t n) noexcept { length_ += n; }
+  // Forgets positions from `length` on and releases blocks no longer needed.
+  void truncate(int64_t length) noexcept;
+  void clear() noexcept { truncate(0); }
+  // This sequence's first `length` positions, sharing every block with `parent`.
+  void share_prefix(const SeqKv& parent, int64_t length);
+
+  // The block and slot of a position.
+  int32_t block_of(int64_t position) const noexcept {
+    return blocks_[static_cast<size_t>(position / pool_->block_tokens())];
+  }
+  int64_t slot_of(int64_t position) const noexcept { return position % pool_->block_tokens(); }
+
+ private:
+  KvPool* pool_;
+  std::vector<int32_t> blocks_;
+  int64_t length_ = 0;
+};
+
+}  // namespace loom::runtime
