@@ -79,6 +79,8 @@ typedef int32_t loom_status;
 #define LOOM_ERR_DTYPE_MISMATCH 11
 #define LOOM_ERR_NUMERIC 12         /* NaN or infinite logits */
 #define LOOM_ERR_BUFFER_TOO_SMALL 13 /* the caller's buffer is too small; size reported */
+#define LOOM_ERR_TEMPLATE 14 /* a chat template failed to parse or raised an error */
+#define LOOM_ERR_KV_POOL_FULL 15 /* a batch's KV pool has too few free blocks for a sequence */
 
 /* A short, static, stable name for a status ("ok", "io", "format", ...). Any thread. */
 LOOM_API const char *loom_status_str(loom_status status);

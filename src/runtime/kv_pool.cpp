@@ -76,6 +76,20 @@ void KvPool::copy_block(int32_t from, int32_t to, int64_t tokens) noexcept {
   }
 }
 
+void KvPool::copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_slot) noexcept {
+  const auto elem = static_cast<size_t>(dtype_size(dtype_));
+  auto* base = static_cast<std::byte*>(base_);
+  for (int64_t l = 0; l < n_layers_; ++l) {
+    for (int kind = 0; kind < 2; ++kind) {
+      for (int64_t g = 0; g < n_kv_heads_; ++g) {
+        std::memmove(base + static_cast<size_t>(offset(to, l, kind, g, to_slot)) * elem,
+                     base + static_cast<size_t>(offset(from, l, kind, g, from_slot)) * elem,
+                     static_cast<size_t>(head_dim_) * elem);
+      }
+    }
+  }
+}
+
 KvPoolStats KvPool::stats() const noexcept {
   KvPoolStats s;
   s.block_tokens = block_tokens_;
@@ -157,6 +171,32 @@ void SeqKv::share_prefix(const SeqKv& parent, int64_t length) {
   blocks_.assign(parent.blocks_.begin(), parent.blocks_.begin() + static_cast<std::ptrdiff_t>(n));
   for (int32_t b : blocks_) pool_->retain(b);
   length_ = length;
+}
+
+int64_t SeqKv::shared_blocks(int64_t begin, int64_t end) const noexcept {
+  if (begin >= end) return 0;
+  const int64_t bt = pool_->block_tokens();
+  int64_t n = 0;
+  for (int64_t b = begin / bt; b <= (end - 1) / bt && b < static_cast<int64_t>(blocks_.size()); ++b) {
+    if (pool_->refs(blocks_[static_cast<size_t>(b)]) > 1) ++n;
+  }
+  return n;
+}
+
+bool SeqKv::make_exclusive(int64_t begin, int64_t end) {
+  if (shared_blocks(begin, end) > pool_->free_blocks()) return false;
+  if (begin >= end) return true;
+  const int64_t bt = pool_->block_tokens();
+  for (int64_t b = begin / bt; b <= (end - 1) / bt && b < static_cast<int64_t>(blocks_.size()); ++b) {
+    int32_t& block = blocks_[static_cast<size_t>(b)];
+    if (pool_->refs(block) > 1) {
+      const int32_t copy = pool_->allocate();
+      pool_->copy_block(block, copy, bt);
+      pool_->release(block);
+      block = copy;
+    }
+  }
+  return true;
 }
 
 }  // namespace loom::runtime

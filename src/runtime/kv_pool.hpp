@@ -44,6 +44,8 @@ class KvPool {
   int32_t refs(int32_t block) const noexcept { return refs_[static_cast<size_t>(block)]; }
   // Copies every layer's keys and values of `from` into `to` (the first `tokens` positions).
   void copy_block(int32_t from, int32_t to, int64_t tokens) noexcept;
+  // Copies one position's keys and values, every layer and head.
+  void copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_slot) noexcept;
 
   int64_t block_tokens() const noexcept { return block_tokens_; }
   int64_t n_blocks() const noexcept { return static_cast<int64_t>(refs_.size()); }
@@ -103,6 +105,11 @@ class SeqKv {
   void clear() noexcept { truncate(0); }
   // This sequence's first `length` positions, sharing every block with `parent`.
   void share_prefix(const SeqKv& parent, int64_t length);
+  // Shared blocks among those holding positions [begin, end): what make_exclusive copies.
+  int64_t shared_blocks(int64_t begin, int64_t end) const noexcept;
+  // Gives this sequence its own copy of every shared block holding [begin, end). Returns
+  // false, changing nothing, when the pool has fewer free blocks than that.
+  bool make_exclusive(int64_t begin, int64_t end);
 
   // The block and slot of a position.
   int32_t block_of(int64_t position) const noexcept {
