@@ -29,6 +29,9 @@ std::string_view default_source_name(DefaultSource source) noexcept;
 
 template <typename T>
 struct DefaultValue {
+  DefaultValue() = default;
+  explicit DefaultValue(T v) : value(v) {}
+
   T value{};
   DefaultSource source = DefaultSource::loom;
   std::string key;  // the generation_config.json key it came from ("" for loom defaults)
