@@ -5,7 +5,7 @@
 //
 // A plain value, parsed by the loader and kept by the Model (Model::generation_defaults());
 // hosts apply it to their SamplerParams / GenerateOptions and let explicit choices win.
-// docs/generation-defaults.md says how each key is read.
+// docs/side-files.md says how each key is read.
 #pragma once
 
 #include <cstdint>
