@@ -87,7 +87,7 @@ TEST_CASE("lenient JSON: line and block comments are blanked, offsets and lines 
   CHECK(p.warnings[0] == "cfg.json: 3 comments were ignored");
 }
 
-TEST_CASE("lenient JSON: trailing commas before ] and } are forgiven, other stray commas are not") {
+TEST_CASE("lenient JSON: trailing commas before a closing bracket or brace are forgiven, other stray commas are not") {
   Parsed p;
   parse(p, "{\"a\": [1, 2, ], \"b\": {\"c\": 3,} , \"d\": [[],{},] /* x */ ,\n}");
   CHECK(p.root["a"].get_array().size() == 2);
