@@ -7,7 +7,7 @@
 // is refused with the file, line and column of the first problem (simdjson does not say
 // where; a small validating scanner finds it, run only after simdjson has failed).
 //
-// Specs stay strict: the safetensors header and loom's own pack index use format/json.hpp.
+// Specs stay strict: the safetensors header (format/json.hpp) and loom's own pack index.
 #pragma once
 
 #include <cstddef>
