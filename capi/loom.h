@@ -367,6 +367,21 @@ LOOM_API loom_status loom_embed(loom_session *session, const int32_t *tokens, si
                                 int32_t pooling, int32_t normalize, float *out, size_t cap,
                                 size_t *dim, loom_error **err);
 
+/* ---- generation defaults (generation_config.json) ------------------------------- */
+
+/* Applies the model's generation defaults — the values its generation_config.json sets —
+ * to caller structs already filled by loom_sampler_params_init /
+ * loom_generate_params_init (or by the caller): temperature (0 when do_sample is
+ * false), top_k, top_p and repeat_penalty (the file's repetition_penalty) into
+ * `sampler`; max_tokens (max_new_tokens, else max_length) into `gen`. A value the file
+ * does not set leaves the caller's field as it was, so a host applies this first and
+ * its own explicit choices after. Fields beyond a struct's struct_size are not touched.
+ * Either struct may be NULL. The eos_token_id of the file is already among
+ * loom_model_eos_ids. The load report (loom_model_load_report) names each value's
+ * source under "generation". Any thread. */
+LOOM_API loom_status loom_model_generation_defaults(const loom_model *model, loom_sampler_params *sampler,
+                                                    loom_generate_params *gen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,7 @@
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
 #include "loom/generate.hpp"
+#include "loom/generation_defaults.hpp"
 #include "loom/load_report.hpp"
 #include "loom/loader.hpp"
 #include "loom/manifest.hpp"
@@ -100,6 +101,30 @@ std::shared_ptr<const loom::Model> load_with_progress(const fs::path& path, loom
   return model;
 }
 
+// "temperature 0.6 (generation_config.json), top_k 40 (loom default), ...,
+// max_tokens 5 (--max-tokens)": each `loom run` setting and where its value came from.
+std::string run_settings_line(const Args& a, const loom::GenerationDefaults& g, const loom::SamplerParams& sp,
+                              const loom::GenerateOptions& go) {
+  auto source = [&](const char* flag, const auto& from_model) {
+    if (a.has(flag)) return std::string(flag);
+    std::string s(loom::default_source_name(from_model.source));
+    if (from_model.from_file()) s += ": " + from_model.key;
+    return s;
+  };
+  auto item = [](const char* name, double value, const std::string& from) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", value);
+    return std::string(name) + " " + buf + " (" + from + ")";
+  };
+  const loom::DefaultValue<float> loom_only;  // settings generation_config.json has no key for
+  return item("temperature", sp.temperature, source("--temperature", g.temperature)) + ", " +
+         item("top_k", sp.top_k, source("--top-k", g.top_k)) + ", " +
+         item("top_p", sp.top_p, source("--top-p", g.top_p)) + ", " +
+         item("min_p", sp.min_p, source("--min-p", loom_only)) + ", " +
+         item("repeat_penalty", sp.repeat_penalty, source("--repeat-penalty", g.repetition_penalty)) + ", " +
+         item("max_tokens", go.max_tokens, source("--max-tokens", g.max_new_tokens));
+}
+
 // ---- commands ----
 
 struct Command {
@@ -135,16 +160,25 @@ int cmd_run(const Args& a) {
   so.context_length = a.integer("--ctx", 0);
   if (trace_forward) so.trace = loom::cli::forward_tracer(std::move(trace_options));
   loom::Session session(model, so);
+  // Sampling and length: loom's defaults, then the model's generation_config.json, then
+  // explicit flags; the report says where each value came from.
+  const loom::GenerationDefaults& defaults = model->generation_defaults();
   loom::SamplerParams sp;
+  defaults.apply_to(sp);
+  loom::GenerateOptions go;
+  defaults.apply_to(go);
   sp.temperature = static_cast<float>(a.number("--temperature", sp.temperature));
   sp.top_k = static_cast<int32_t>(a.integer("--top-k", sp.top_k));
   sp.top_p = static_cast<float>(a.number("--top-p", sp.top_p));
   sp.min_p = static_cast<float>(a.number("--min-p", sp.min_p));
   sp.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", sp.repeat_penalty));
   sp.seed = static_cast<uint64_t>(a.integer("--seed", static_cast<int64_t>(sp.seed)));
+  go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", go.max_tokens));
+  if (!a.has("--no-report")) {
+    const std::string settings = run_settings_line(a, defaults, sp, go);
+    std::fprintf(stderr, "sampling   %s\n", settings.c_str());
+  }
   loom::Sampler sampler(sp);
-  loom::GenerateOptions go;
-  go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", 128));
   go.stop_strings = a.list("--stop");
   go.on_text = [](std::string_view text, int32_t) {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -342,12 +376,12 @@ std::vector<Command> commands() {
        {kModel,
         {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
         {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
-        {"--max-tokens", Kind::integer, "tokens to generate (default 128)", {}, "N"},
-        {"--temperature", Kind::number, "0 = greedy (default 0.8)", {}, "T"},
-        {"--top-k", Kind::integer, "0 = off (default 40)", {}, "K"},
-        {"--top-p", Kind::number, "1 = off (default 0.95)", {}, "P"},
+        {"--max-tokens", Kind::integer, "tokens to generate (default: the model's generation_config.json, else 128)", {}, "N"},
+        {"--temperature", Kind::number, "0 = greedy (default: the model's, else 0.8)", {}, "T"},
+        {"--top-k", Kind::integer, "0 = off (default: the model's, else 40)", {}, "K"},
+        {"--top-p", Kind::number, "1 = off (default: the model's, else 0.95)", {}, "P"},
         {"--min-p", Kind::number, "0 = off (default 0.05)", {}, "P"},
-        {"--repeat-penalty", Kind::number, "1 = off (default 1)", {}, "R"},
+        {"--repeat-penalty", Kind::number, "1 = off (default: the model's repetition_penalty, else 1)", {}, "R"},
         {"--seed", Kind::integer, "sampling seed", {}, "S"},
         {"--stop", Kind::list, "stop string (repeatable; not printed)", {}, "TEXT"},
         kThreads,

@@ -137,6 +137,10 @@ class WeightSource {
   const Metadata& metadata() const noexcept { return metadata_; }
   const TensorRecord* find(std::string_view name) const noexcept;
   const SourceFile& file_of(const TensorRecord& record) const;
+  // What was forgiven while reading the source's side files, one line per file, e.g.
+  // "model.safetensors.index.json: 1 trailing comma was ignored". Set by open_weights.
+  const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+  void add_warning(std::string warning) { warnings_.push_back(std::move(warning)); }
 
   // The record's tensor: a zero-copy view into the mapping when the file is mapped and
   // the record is contiguous (and the host little-endian), otherwise an owned copy
@@ -158,6 +162,7 @@ class WeightSource {
   std::vector<TensorRecord> tensors_;
   Metadata metadata_;
   std::map<std::string, size_t, std::less<>> by_name_;
+  std::vector<std::string> warnings_;
 };
 
 // Opens a weight file or a model directory. A directory resolves, in this order:

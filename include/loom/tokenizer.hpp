@@ -103,6 +103,10 @@ class Tokenizer {
   const std::string& chat_template() const noexcept;
   // The name given at construction (usually the file it came from).
   const std::string& name() const noexcept;
+  // What was forgiven while reading its JSON files, one line per file: a byte-order
+  // mark, `//` / `/* */` comments, trailing commas (e.g. "…/tokenizer_config.json: 2
+  // comments were ignored"). Empty when the files were strict JSON.
+  const std::vector<std::string>& load_warnings() const noexcept;
   // The tokenizer.ggml.* metadata that reproduces this tokenizer in a GGUF (or a loom
   // pack). Only tokenizers built from GGUF metadata (or SentencePiece models) have one;
   // a tokenizer.json pipeline GGUF cannot express throws Error(unsupported).

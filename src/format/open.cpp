@@ -100,7 +100,7 @@ std::unique_ptr<WeightSource> sharded(const fs::path& index_path, const std::str
   }
   std::string json(static_cast<size_t>(file->size()), '\0');
   file->read(0, std::as_writable_bytes(std::span<char>(json.data(), json.size())));
-  const format::ShardIndex index = format::parse_shard_index(json, index_file);
+  format::ShardIndex index = format::parse_shard_index(json, index_file);
 
   // Which shard each tensor belongs to, by name.
   std::map<std::string_view, size_t> expected;
@@ -174,8 +174,10 @@ std::unique_ptr<WeightSource> sharded(const fs::path& index_path, const std::str
                   {.file = (dir / index.shards[shard]).string(), .tensor = tensor});
     }
   }
-  return std::make_unique<WeightSource>(*kind, root, std::move(files), std::move(tensors),
-                                        std::move(metadata));
+  auto source = std::make_unique<WeightSource>(*kind, root, std::move(files), std::move(tensors),
+                                               std::move(metadata));
+  for (auto& w : index.warnings) source->add_warning(std::move(w));
+  return source;
 }
 
 std::unique_ptr<WeightSource> npy_directory(const std::vector<fs::path>& paths, const std::string& root,

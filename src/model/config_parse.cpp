@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "format/lenient_json.hpp"
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
 #include "model/architectures.hpp"
@@ -175,13 +176,10 @@ void parse_rope_scaling(const JsonConfig& json, ModelConfig& c) {
 
 }  // namespace
 
-ModelConfig from_hf_json(std::string_view text, const std::string& path) {
+ModelConfig from_hf_json(std::string_view text, const std::string& path, std::vector<std::string>* warnings) {
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(text);
-  element root;
-  if (auto err = parser.parse(padded).get(root); err) {
-    fail(path, std::string("config.json is not valid JSON: ") + simdjson::error_message(err));
-  }
+  simdjson::padded_string padded;
+  const element root = format::parse_lenient_json(parser, padded, text, path, warnings);
   if (root.type() != element_type::OBJECT) fail(path, "config.json must hold a JSON object");
   JsonConfig json(root, path);
 

@@ -230,6 +230,7 @@ bool Tokenizer::is_special(int32_t id) const noexcept {
 bool Tokenizer::add_bos() const noexcept { return !impl_->prefix_ids.empty(); }
 bool Tokenizer::add_eos() const noexcept { return !impl_->suffix_ids.empty(); }
 const std::string& Tokenizer::chat_template() const noexcept { return impl_->chat_template; }
+const std::vector<std::string>& Tokenizer::load_warnings() const noexcept { return impl_->load_warnings; }
 const std::string& Tokenizer::name() const noexcept { return impl_->name; }
 
 bool Tokenizer::has_gguf_metadata() const noexcept { return impl_->gguf_metadata != nullptr; }

@@ -63,6 +63,8 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos, eos, unk, pad;
   std::vector<int32_t> eos_ids;
   std::string chat_template;
+  // What lenient JSON parsing forgave in its files ("<file>: 1 comment was ignored").
+  std::vector<std::string> load_warnings;
 
   Impl() = default;
   Impl(const Impl&) = delete;

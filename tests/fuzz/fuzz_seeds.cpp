@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy", "config_json",
-                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index"}) {
+                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config"}) {
     fs::create_directories(out / h);
   }
   const fs::path tmp = out / "tmp";
@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
   write(out / "shard_index" / "index", read(tmp / "model.safetensors.index.json"));
   write(out / "shard_index" / "metadata", "{\"metadata\": {\"total_size\": 12, \"x\": [1], \"f\": 0.5}, "
                                           "\"weight_map\": {\"a\": \"s-1.safetensors\", \"b\": \"sub/s-2.safetensors\"}}");
+  write(out / "shard_index" / "lenient", "\xEF\xBB\xBF{ /* edited */ \"weight_map\": {\"a\": \"s-1.safetensors\", // a\n"
+                                         "\"b\": \"s-2.safetensors\",},}");
 
   // GGUF: tensors of several types, metadata of every type, a vocab-only file.
   loom::Metadata md;
@@ -150,6 +152,14 @@ int main(int argc, char** argv) {
         R"("num_hidden_layers":4294967296,"num_attention_heads":0,"vocab_size":1e300,"head_dim":3,)"
         R"("max_position_embeddings":-5,"rope_theta":"x","eos_token_id":null})");
   write(out / "config_json" / "nested", std::string(200, '[') + std::string(200, ']'));
+  // Hand-edited: a byte-order mark, both comment kinds, trailing commas, markers in strings.
+  write(out / "config_json" / "lenient",
+        "\xEF\xBB\xBF{ // edited\n"
+        R"("architectures":["LlamaForCausalLM",],"model_type":"llama /* not a comment */",)"
+        "\n/* block\n comment */ "
+        R"("hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,)"
+        R"("vocab_size":300,"max_position_embeddings":128,"torch_dtype":"a\"//b\\",})");
+  write(out / "config_json" / "open_comment", R"({"hidden_size": 64, /* never closed)");
 
   // tokenizer.json: the demo's trained byte-level BPE, and hand-made Llama-style ones.
   write(out / "tokenizer_json" / "demo", read(demo / "tokenizer.json"));
@@ -172,6 +182,18 @@ int main(int argc, char** argv) {
         R"("normalizer":{"type":"NFC"},"decoder":{"type":"ByteLevel"},)"
         R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"Ġ":3},"merges":[["a","b"]],"ignore_merges":true}})");
   write(out / "tokenizer_json" / "sparse_ids", R"({"model":{"type":"BPE","vocab":{"a":0,"b":16000000},"merges":[]}})");
+  write(out / "tokenizer_json" / "lenient",
+        "// hand-edited\n"
+        R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"//":3,},/* merges */"merges":["a b",],},})");
+
+  // generation_config.json: typical files and the odd ones.
+  write(out / "generation_config" / "llama3",
+        R"({"bos_token_id":128000,"do_sample":true,"eos_token_id":[128001,128008,128009],"temperature":0.6,)"
+        R"("top_p":0.9,"transformers_version":"4.45.0"})");
+  write(out / "generation_config" / "greedy",
+        "{\n  \"do_sample\": false, // greedy\n  \"max_length\": 256,\n  \"eos_token_id\": 2,\n}");
+  write(out / "generation_config" / "bad_types",
+        R"({"temperature":"hot","top_k":2.5,"max_new_tokens":-1,"eos_token_id":[1,[2]],"top_p":1e400})");
 
   // encode(): a mode byte (tokenizer, flags) then text, some of it not UTF-8.
   const std::vector<std::string> texts = {

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "loom/exporter.hpp"
@@ -223,4 +224,49 @@ TEST_CASE("cli: a conversion killed mid-way resumes to a byte-identical pack") {
     INFO(e.path().filename());
     CHECK(t::read_file_bytes(e.path()) == t::read_file_bytes(out / "again" / e.path().filename()));
   }
+}
+
+// ---- generation defaults (generation_config.json) ----
+
+TEST_CASE("cli: run takes max_new_tokens and do_sample from generation_config.json, flags win") {
+  Fixture f;
+  const fs::path model = f.dir / "with-gen";
+  fs::copy(f.model, model);
+  {
+    std::ofstream out(model / "generation_config.json");
+    out << "{\n  \"do_sample\": false, // greedy\n  \"max_new_tokens\": 3,\n}\n";
+  }
+  const std::string base = "run --model " + quote(model.string()) + " --prompt 'Once upon a time' --threads 1";
+  Run r = loom_cli(base);
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "generation 3 tokens"));
+  CHECK(contains(r.output, "stop: max_tokens"));
+  CHECK(contains(r.output, "sampling   temperature 0 (generation_config.json: do_sample)"));
+  CHECK(contains(r.output, "max_tokens 3 (generation_config.json: max_new_tokens)"));
+  CHECK(contains(r.output, "top_k 40 (loom default)"));
+  CHECK(contains(r.output, "generation_config.json: 1 comment and 1 trailing comma were ignored"));
+
+  r = loom_cli(base + " --max-tokens 5 --temperature 0.7 --seed 1");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "generation 5 tokens"));
+  CHECK(contains(r.output, "temperature 0.7 (--temperature)"));
+  CHECK(contains(r.output, "max_tokens 5 (--max-tokens)"));
+
+  // Greedy from the file: two runs print the same text.
+  const Run a = loom_cli(base + " --no-report");
+  const Run b = loom_cli(base + " --no-report --seed 99");
+  auto text = [](const Run& run) { return run.output.substr(0, run.output.find("\nloom: prompt")); };
+  CHECK(a.code == 0);
+  CHECK(text(a) == text(b));
+  CHECK_FALSE(contains(a.output, "sampling "));
+
+  // A broken file is an error naming it, its line and column.
+  {
+    std::ofstream out(model / "generation_config.json", std::ios::trunc);
+    out << "{\n  \"max_new_tokens\": 3\n  \"top_k\": 2\n}\n";
+  }
+  r = loom_cli(base);
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "generation_config.json"));
+  CHECK(contains(r.output, "malformed JSON at line 3, column 3: expected ',' or '}'"));
 }
