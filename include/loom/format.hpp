@@ -166,7 +166,8 @@ class WeightSource {
 // `pytorch_model.bin.index.json` + shards, `pytorch_model.bin`, then a directory holding
 // exactly one `*.safetensors.index.json`, `*.safetensors`, `*.bin.index.json` or `*.gguf`,
 // then a folder of `*.npy` files (one tensor per file, named by the file's stem). A file
-// is identified by its magic bytes (a shard index by being a JSON object). Throws
+// is identified by its magic bytes (a shard index by being a JSON object, a legacy
+// llama2.c checkpoint by the size its header implies being the file's size). Throws
 // loom::Error naming the path. (loom's own pack format is opened by its own layer.)
 std::unique_ptr<WeightSource> open_weights(const std::filesystem::path& path,
                                            const OpenOptions& options = {});
