@@ -53,8 +53,9 @@ class Tokenizer {
                                                              std::string_view display_name);
   // A tokenizer.json file, a model directory (tokenizer.json [+ tokenizer_config.json
   // / chat_template.jinja], else tokenizer.model, else a single *.gguf), a .gguf file (vocab-only GGUFs
-  // included), a llama2.c checkpoint (its tokenizer.bin / tok*.bin beside it) or a llama2.c
-  // tokenizer `.bin`. Throws loom::Error(io) naming the path when nothing fits.
+  // included), a llama2.c checkpoint (its tokenizer.bin / tok*.bin beside it), another
+  // weights `.bin` (its directory's tokenizer) or a llama2.c tokenizer `.bin`. Throws
+  // loom::Error(io) naming the path when nothing fits.
   static std::shared_ptr<const Tokenizer> load(const std::filesystem::path& path);
   // A model directory's SentencePiece `tokenizer.model` (BPE models), with its added
   // tokens from added_tokens.json / tokenizer_config.json and ids padded to config.json's

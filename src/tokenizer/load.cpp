@@ -4,6 +4,7 @@
 #include <span>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "loom/error.hpp"
 #include "loom/format.hpp"
@@ -32,15 +33,15 @@ bool has_gguf_magic(const fs::path& path) {
   return in.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
 }
 
-bool is_llama2c_checkpoint(const fs::path& path) {
+// The weight format of a file, when it is one (by its first bytes and size).
+std::optional<FormatKind> weight_format(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::array<char, 32> head{};
   in.read(head.data(), head.size());
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
-  if (ec) return false;
-  const auto kind = sniff_format(std::as_bytes(std::span(head.data(), static_cast<size_t>(in.gcount()))), size);
-  return kind == FormatKind::llama2c;
+  if (ec) return std::nullopt;
+  return sniff_format(std::as_bytes(std::span(head.data(), static_cast<size_t>(in.gcount()))), size);
 }
 
 std::shared_ptr<const Tokenizer> load_gguf(const fs::path& path) {
@@ -85,14 +86,17 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const fs::path& path) {
   if (!fs::is_regular_file(path, ec)) throw Error(ErrorCode::io, "no such file", {.file = path.string()});
   if (has_gguf_magic(path)) return load_gguf(path);
   if (path.extension() == ".bin") {
-    // A llama2.c checkpoint names its tokenizer by the file beside it; any other .bin is
-    // taken for a llama2.c tokenizer.bin.
-    if (is_llama2c_checkpoint(path)) {
+    // A llama2.c checkpoint's tokenizer is the file beside it; other weights (a torch
+    // pytorch_model.bin) use their directory's; any other .bin is taken for a llama2.c
+    // tokenizer.bin.
+    const auto kind = weight_format(path);
+    if (kind == FormatKind::llama2c) {
       std::string note;
       const fs::path tok = tok::find_llama2c_tokenizer(path, note);
       if (tok.empty()) throw Error(ErrorCode::io, note, {.file = path.string()});
       return from_llama2c(tok);
     }
+    if (kind) return load(path.has_parent_path() ? path.parent_path() : fs::path("."));
     return from_llama2c(path);
   }
   return load_json(path);

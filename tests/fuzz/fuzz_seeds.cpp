@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
   }
   {
     auto cut = loom::test::llama2c_checkpoint({});
-    cut.resize(cut.size() - 3);
+    cut.erase(cut.end() - 3, cut.end());
     write(out / "llama2c" / "truncated", bytes_of(cut));
     loom::test::Llama2cSpec v2;
     v2.version = 2;
