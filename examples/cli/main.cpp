@@ -17,7 +17,6 @@
 
 #include "args.hpp"
 #include "loom.h"
-#include "loom/demo.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
 #include "loom/generate.hpp"
@@ -44,7 +43,7 @@ constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitVerifyFailed = 3;
 
-const FlagSpec kModel{"--model", Kind::text, "model directory, .gguf file or loom pack", {}, "PATH"};
+const FlagSpec kModel{"--model", Kind::text, "model directory, .gguf file, llama2.c .bin or loom pack", {}, "PATH"};
 const FlagSpec kThreads{"--threads", Kind::integer, "threads (default: all cores)", {}, "N"};
 const FlagSpec kHelp{"--help", Kind::flag, "show this help"};
 const FlagSpec kDtype{"--dtype", Kind::choice, "matrices' dtype in memory / in the output", {"keep", "f32", "f16", "bf16"}};
@@ -65,25 +64,27 @@ uint64_t source_bytes(const fs::path& p) {
   return total;
 }
 
-fs::path cache_dir() {
-  if (const char* d = std::getenv("LOOM_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "loom";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "loom";
-  return fs::temp_directory_path() / "loom-cache";
-}
-
-// The demo model, created on first use (deterministic, so a rerun writes the same files).
-fs::path ensure_demo_model() {
-  const fs::path dir = cache_dir() / (std::string("demo-") + loom_version_string());
-  if (fs::exists(dir / "config.json")) return dir;
-  std::fprintf(stderr, "loom: creating the demo model in %s\n", dir.c_str());
-  const fs::path tmp = dir.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  loom::write_demo_model(tmp);
+// The built-in demo model, stories260K (examples/models/stories260K). Looked for where an
+// installed loom keeps it (<prefix>/share/loom/models/stories260K, found relative to this
+// executable, so a relocated prefix works, then at the configured prefix), then in the
+// source tree this binary was built from. LOOM_DEMO_MODEL overrides all three.
+fs::path builtin_model() {
+  if (const char* p = std::getenv("LOOM_DEMO_MODEL"); p && *p) return p;
+  const std::string file = "stories260K.bin";
+  std::vector<fs::path> candidates;
   std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  if (ec) fs::remove_all(tmp);  // another process won the race: its copy is identical
-  return dir;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path() / LOOM_DEMO_BIN_TO_DATA / file);
+  candidates.push_back(fs::path(LOOM_DEMO_INSTALL_DIR) / file);
+  candidates.push_back(fs::path(LOOM_DEMO_SOURCE_DIR) / file);
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return c.lexically_normal();
+  }
+  std::string looked;
+  for (const auto& c : candidates) looked += "\n  " + c.lexically_normal().string();
+  throw loom::Error(loom::ErrorCode::io,
+                    "the built-in demo model (stories260K) is not installed; looked for:" + looked +
+                        "\ngive a model with --model PATH");
 }
 
 std::shared_ptr<const loom::Model> load_with_progress(const fs::path& path, loom::LoadOptions options,
@@ -144,10 +145,11 @@ int cmd_run(const Args& a) {
   fs::path path = a.text("--model");
   const bool demo = path.empty();
   if (demo) {
-    path = ensure_demo_model();
+    path = builtin_model();
     std::fprintf(stderr,
-                 "loom: no --model given: running the built-in demo model. Its weights are RANDOM,\n"
-                 "      so its text is gibberish; it shows the whole path (load, prefill, decode, speed).\n");
+                 "loom: no --model given: running the built-in demo model, stories260K (Karpathy's 260K-parameter\n"
+                 "      Llama trained on TinyStories, MIT), from %s\n",
+                 path.c_str());
   }
   loom::LoadOptions lo;
   lo.target_dtype = dtype_flag(a);
@@ -327,7 +329,7 @@ int cmd_tokenize(const Args& a) {
 
 int cmd_bench(const Args& a) {
   fs::path path = a.text("--model");
-  if (path.empty()) path = ensure_demo_model();
+  if (path.empty()) path = builtin_model();
   const int prompt_tokens = static_cast<int>(a.integer("--prompt-tokens", 128));
   const int gen_tokens = static_cast<int>(a.integer("--gen-tokens", 64));
   const int reps = static_cast<int>(a.integer("--reps", 5));
@@ -370,9 +372,9 @@ int cmd_bench(const Args& a) {
 std::vector<Command> commands() {
   return {
       {"run", "[--model PATH] [--prompt TEXT | --interactive] [sampling flags]",
-       "Loads a model (the built-in demo model when no --model is given), streams generated text to\n"
-       "stdout, then prints prompt and generation tokens/s. Without --prompt it reads stdin, or asks\n"
-       "interactively on a terminal.",
+       "Loads a model (the built-in demo model, stories260K, when no --model is given: it tells a\n"
+       "story from \"Once upon a time\"), streams generated text to stdout, then prints prompt and\n"
+       "generation tokens/s. Without --prompt it reads stdin, or asks interactively on a terminal.",
        {kModel,
         {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
         {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},

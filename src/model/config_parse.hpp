@@ -20,4 +20,9 @@ ModelConfig from_hf_json(std::string_view json, const std::string& path,
 // with the vocabulary size taken from the metadata or the token embedding.
 ModelConfig from_gguf(const WeightSource& source);
 
+// A llama2.c checkpoint's header (the `llama2c.*` metadata its reader sets): a plain
+// Llama with llama2.c's fixed constants (RMSNorm eps 1e-5, RoPE theta 10000, BOS 1,
+// EOS 2), head_dim = dim / n_heads, tied unless the file carries its own classifier.
+ModelConfig from_llama2c(const WeightSource& source);
+
 }  // namespace loom::config_parse

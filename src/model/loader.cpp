@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -28,6 +29,7 @@
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "tensor/byte_order.hpp"
+#include "tokenizer/llama2c_vocab.hpp"
 
 namespace loom {
 
@@ -57,6 +59,7 @@ std::filesystem::path model_dir(const std::filesystem::path& path) {
 ModelConfig config_for(const std::filesystem::path& path, const WeightSource& source,
                        std::vector<std::string>* warnings = nullptr) {
   if (source.format() == FormatKind::gguf) return config_parse::from_gguf(source);
+  if (source.format() == FormatKind::llama2c) return config_parse::from_llama2c(source);
   const auto config_path = model_dir(path) / "config.json";
   if (!std::filesystem::exists(config_path)) {
     throw Error(ErrorCode::format,
@@ -332,7 +335,7 @@ DType target_dtype_for(const ManifestEntry& e, const TensorRecord& r, const Load
   return target;
 }
 
-std::string layout_change(const ManifestEntry& e, const TensorRecord& r) {
+std::string layout_change(const ManifestEntry& e, const TensorRecord& r, std::string_view order_source) {
   std::string out;
   if (e.transposed) out = "transposed from " + r.shape.to_string();
   if (e.split) {
@@ -342,18 +345,29 @@ std::string layout_change(const ManifestEntry& e, const TensorRecord& r) {
   }
   if (e.rope_interleaved) {
     if (!out.empty()) out += ", ";
-    out += "rows in GGUF interleaved-RoPE order (kept; RoPE rotates adjacent pairs)";
+    out += "rows in " + std::string(order_source) + " interleaved-RoPE order (kept; RoPE rotates adjacent pairs)";
   }
   return out;
 }
 
-// The model's tokenizer: GGUF metadata, or tokenizer.json (a pack may carry a
+// Whose row order interleaved q/k rows are in, for the load report.
+std::string_view rope_order_source(FormatKind format) noexcept {
+  return format == FormatKind::llama2c ? "Meta's (llama2.c)" : "GGUF";
+}
+
+// The model's tokenizer: GGUF metadata, a llama2.c tokenizer.bin, or tokenizer.json (a pack may carry a
 // tokenizer.gguf) beside the weights; null when there is none.
 std::shared_ptr<const Tokenizer> tokenizer_for(const std::filesystem::path& path, const WeightSource& source,
                                                LoadReport& report) {
   if (source.format() == FormatKind::gguf) {
     if (!source.metadata().contains("tokenizer.ggml.model")) return nullptr;
     return Tokenizer::from_gguf_metadata(source.metadata(), source.root());
+  }
+  if (source.format() == FormatKind::llama2c) {
+    std::string note;
+    const auto tok = tok::find_llama2c_tokenizer(path, note);
+    if (tok.empty()) report.notes.push_back(note);
+    return tok.empty() ? nullptr : Tokenizer::from_llama2c(tok);
   }
   const auto dir = model_dir(path);
   if (std::filesystem::exists(dir / "tokenizer.json") ||
@@ -482,7 +496,8 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
   // End-of-generation ids: config.json's, then generation_config.json's, then the tokenizer's.
   merge_eos(config.eos_token_ids, generation.eos_token_ids, config.vocab_size);
   if (manifest.rope_interleaved()) {
-    report->notes.push_back("q/k rows kept in GGUF interleaved-RoPE order; RoPE rotates adjacent pairs (no copy)");
+    report->notes.push_back("q/k rows kept in " + std::string(rope_order_source(source->format())) +
+                            " interleaved-RoPE order; RoPE rotates adjacent pairs (no copy)");
   }
 
   ModelWeights weights;
@@ -507,7 +522,7 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
     rec.file = file.path;
     rec.offset = r.offset;
     rec.stored_dtype = r.dtype;
-    rec.layout_change = layout_change(e, r);
+    rec.layout_change = layout_change(e, r, rope_order_source(source->format()));
     const DType target = target_dtype_for(e, r, options, report->notes);
     rec.dtype = target;
     const int64_t stored_cols = e.transposed ? r.shape[1] : e.shape.row_length();

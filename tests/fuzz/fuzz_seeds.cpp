@@ -9,6 +9,7 @@
 #include "format/byte_source.hpp"
 #include "format/zip.hpp"
 #include "fuzz/fuzz_tokenizers.hpp"
+#include "support/llama2c_writer.hpp"
 #include "loom/loader.hpp"
 #include "loom/format.hpp"
 
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy", "config_json",
-                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config"}) {
+                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c"}) {
     fs::create_directories(out / h);
   }
   const fs::path tmp = out / "tmp";
@@ -231,6 +232,29 @@ int main(int argc, char** argv) {
   write(out / "pack_index" / "escape", replaced("data-00000.bin", "../../../etc/passwd"));
   write(out / "pack_index" / "offset", replaced("\"offset\":", "\"offset\":18446744073709551000"));
   write(out / "pack_index" / "version", replaced("\"version\":", "\"version\":9"));
+
+  // llama2.c: checkpoints in both layouts, tied and not, a truncated one, a version-2
+  // header, and a tokenizer.bin (the harness tries every input as both).
+  auto bytes_of = [](const std::vector<uint8_t>& v) { return std::vector<char>(v.begin(), v.end()); };
+  for (const int32_t version : {0, 1}) {
+    for (const bool shared : {true, false}) {
+      loom::test::Llama2cSpec spec;
+      spec.version = version;
+      spec.shared_classifier = shared;
+      write(out / "llama2c" / ("v" + std::to_string(version) + (shared ? "-tied" : "-untied")),
+            bytes_of(loom::test::llama2c_checkpoint(spec)));
+    }
+  }
+  {
+    auto cut = loom::test::llama2c_checkpoint({});
+    cut.erase(cut.end() - 3, cut.end());
+    write(out / "llama2c" / "truncated", bytes_of(cut));
+    loom::test::Llama2cSpec v2;
+    v2.version = 2;
+    write(out / "llama2c" / "v2", bytes_of(loom::test::llama2c_checkpoint(v2)));
+    write(out / "llama2c" / "tokenizer",
+          bytes_of(loom::test::llama2c_tokenizer_file(loom::test::llama2c_small_vocab())));
+  }
 
   fs::remove_all(tmp);
   return 0;
