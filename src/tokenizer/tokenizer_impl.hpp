@@ -63,6 +63,9 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos, eos, unk, pad;
   std::vector<int32_t> eos_ids;
   std::string chat_template;
+  // tokenizer_config.json's bos_token / eos_token text, when it names one (chat templates
+  // read these; without them the text of bos / eos is used).
+  std::optional<std::string> bos_text, eos_text;
 
   Impl() = default;
   Impl(const Impl&) = delete;
