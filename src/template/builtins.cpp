@@ -696,7 +696,7 @@ Value f_round(Interp&, const Value& v, Args& a) {
   const double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -300, 300)));
   const double x = v.as_double() * scale;
   double r = 0;
-  if (method == "common") r = std::round(x);
+  if (method == "common") r = std::nearbyint(x);  // Python's round(): halves to even
   else if (method == "ceil") r = std::ceil(x);
   else if (method == "floor") r = std::floor(x);
   else throw EvalError("method must be common, ceil or floor");

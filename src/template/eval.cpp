@@ -72,9 +72,9 @@ Value binop(Interp& in, const std::string& op, const Value& a, const Value& b) {
       out.insert(out.end(), b.list->begin(), b.list->end());
       return a.kind == Kind::tuple ? Value::make_tuple(std::move(out)) : Value::make_list(std::move(out));
     }
-    if (a.is_string() || b.is_string()) {
+    if (a.is_string()) {
       throw EvalError("can only concatenate str (not \"" +
-                      std::string(type_name(a.is_string() ? b : a)) + "\") to str");
+                      std::string(type_name(b)) + "\") to str");
     }
     type_error(op, a, b);
   }
