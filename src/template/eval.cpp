@@ -234,9 +234,18 @@ Value do_slice(const Value& obj, const Value* start_v, const Value* stop_v, cons
 Value loop_object(const List& items, size_t k, const Value& cycle_fn) {
   const auto n = static_cast<int64_t>(items.size());
   const auto i = static_cast<int64_t>(k);
+  // The keys are built once: a loop object is made for every iteration.
+  static const std::vector<Value> kKeys = [] {
+    std::vector<Value> keys;
+    for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                          "depth", "depth0", "previtem", "nextitem", "cycle"}) {
+      keys.push_back(Value::string(key));
+    }
+    return keys;
+  }();
   Dict d;
-  d.reserve(12);
-  auto put = [&](const char* key, Value v) { d.emplace_back(Value::string(key), std::move(v)); };
+  d.reserve(kKeys.size());
+  auto put = [&](const char*, Value v) { d.emplace_back(kKeys[d.size()], std::move(v)); };
   put("index", Value::integer(i + 1));
   put("index0", Value::integer(i));
   put("revindex", Value::integer(n - i));
