@@ -79,6 +79,7 @@ typedef int32_t loom_status;
 #define LOOM_ERR_DTYPE_MISMATCH 11
 #define LOOM_ERR_NUMERIC 12         /* NaN or infinite logits */
 #define LOOM_ERR_BUFFER_TOO_SMALL 13 /* the caller's buffer is too small; size reported */
+#define LOOM_ERR_TEMPLATE 14 /* a chat template failed to parse or raised an error */
 
 /* A short, static, stable name for a status ("ok", "io", "format", ...). Any thread. */
 LOOM_API const char *loom_status_str(loom_status status);
@@ -381,6 +382,42 @@ LOOM_API loom_status loom_embed(loom_session *session, const int32_t *tokens, si
  * source under "generation". Any thread. */
 LOOM_API loom_status loom_model_generation_defaults(const loom_model *model, loom_sampler_params *sampler,
                                                     loom_generate_params *gen);
+
+/* ---- chat templates ---- */
+
+/* A conversation turn; both strings NUL-terminated UTF-8. */
+typedef struct loom_chat_message {
+  const char *role;    /* "system", "user", "assistant", "tool", ... */
+  const char *content;
+} loom_chat_message;
+
+typedef struct loom_chat_template_params {
+  uint32_t struct_size;
+  int32_t add_generation_prompt;  /* default 1: end with the assistant's turn header */
+  const char *bos_token;          /* NULL: the model's */
+  const char *eos_token;          /* NULL: the model's */
+  const char *tools_json;         /* NULL: none; else a JSON array, the `tools` variable */
+  const char *extra_context_json; /* NULL: none; else a JSON object of more variables */
+} loom_chat_template_params;
+
+LOOM_API void loom_chat_template_params_init(loom_chat_template_params *p);
+/* Renders `template_source` (NULL: the model's own template; LOOM_ERR_UNSUPPORTED when it
+ * has none) over the conversation, byte for byte as transformers' apply_chat_template
+ * renders it (Jinja2, trim_blocks and lstrip_blocks on). `model` may be NULL when
+ * template_source is given. The text goes into `buf` (NUL-terminated) with the size-query
+ * convention: buf == NULL sets *len to the length and returns LOOM_OK; a buffer smaller
+ * than *len + 1 gives LOOM_ERR_BUFFER_TOO_SMALL with *len set. A syntax error, an error
+ * the template raises (raise_exception) or a sandbox limit gives LOOM_ERR_TEMPLATE with
+ * the template's message. Any thread; the model is only read. */
+LOOM_API loom_status loom_chat_apply_template(const loom_model *model, const char *template_source,
+                                             const loom_chat_message *messages, size_t n_messages,
+                                             const loom_chat_template_params *params, char *buf,
+                                             size_t cap, size_t *len, loom_error **err);
+/* The same with the conversation as a JSON array of message objects (tool calls etc.). */
+LOOM_API loom_status loom_chat_apply_template_json(const loom_model *model, const char *template_source,
+                                                  const char *messages_json,
+                                                  const loom_chat_template_params *params, char *buf,
+                                                  size_t cap, size_t *len, loom_error **err);
 
 #ifdef __cplusplus
 }

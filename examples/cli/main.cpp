@@ -1,4 +1,4 @@
-// loom — the command line: run, inspect, convert, verify, tokenize, bench.
+// loom — the command line: run, inspect, convert, verify, tokenize, bench, template.
 // Exit codes: 0 success, 1 error (the message names the file/tensor), 2 usage error,
 // 3 `verify` found problems.
 #include <unistd.h>
@@ -17,6 +17,7 @@
 
 #include "args.hpp"
 #include "loom.h"
+#include "loom/chat_template.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
 #include "loom/generate.hpp"
@@ -327,6 +328,53 @@ int cmd_tokenize(const Args& a) {
   return 0;
 }
 
+// ---- template: render a chat template as transformers' apply_chat_template would ----
+
+std::string read_whole_file(const fs::path& p) {
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (f == nullptr) throw loom::Error(loom::ErrorCode::io, "cannot open " + p.string());
+  std::string data;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
+  std::fclose(f);
+  return data;
+}
+
+int cmd_template(const Args& a) {
+  if (a.has("--template") == a.has("--model")) throw UsageError("template needs --template FILE or --model PATH");
+  if (!a.has("--messages")) throw UsageError("template needs --messages FILE.json");
+  loom::ChatTemplateInputs in;
+  std::string source, name;
+  if (a.has("--template")) {
+    name = a.text("--template");
+    source = read_whole_file(name);
+  } else {
+    const auto tok = loom::Tokenizer::load(a.text("--model"));
+    if (tok->chat_template().empty()) throw loom::Error(loom::ErrorCode::unsupported, a.text("--model") + " has no chat template");
+    source = tok->chat_template();
+    name = a.text("--model") + " chat template";
+    in.bos_token = tok->bos_token();
+    in.eos_token = tok->eos_token();
+  }
+  if (a.has("--bos-token")) in.bos_token = a.text("--bos-token");
+  if (a.has("--eos-token")) in.eos_token = a.text("--eos-token");
+  in.add_generation_prompt = a.has("--add-generation-prompt");
+  // --messages: a JSON array of messages, or {"messages": [...], "tools": [...]}.
+  const std::string doc = read_whole_file(a.text("--messages"));
+  const size_t first = doc.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && doc[first] == '{') {
+    in.extra_context_json = doc;  // its "messages" and "tools" become variables like the rest
+    in.messages_json = "[]";
+  } else {
+    in.messages_json = doc;
+  }
+  const auto tpl = loom::ChatTemplate::compile(source, name);
+  const std::string out = tpl.render(in);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
 int cmd_bench(const Args& a) {
   fs::path path = a.text("--model");
   if (path.empty()) path = builtin_model();
@@ -422,6 +470,14 @@ std::vector<Command> commands() {
        {kModel, kThreads, kDtype, {"--prompt-tokens", Kind::integer, "prompt length (default 128)", {}, "N"},
         {"--gen-tokens", Kind::integer, "decode steps (default 64)", {}, "N"}, {"--reps", Kind::integer, "repetitions (default 5)", {}, "N"}, kHelp},
        cmd_bench},
+      {"template", "--template FILE | --model PATH --messages FILE.json [--add-generation-prompt]",
+       "Renders a chat template (a file, or the model's own) over a conversation, exactly as transformers' apply_chat_template does; prints the text with nothing added.",
+       {{"--template", Kind::text, "a Jinja chat template file", {}, "FILE"}, kModel,
+        {"--messages", Kind::text, "JSON array of messages, or an object with \"messages\" (and \"tools\", ...)", {}, "FILE"},
+        {"--add-generation-prompt", Kind::flag, "end with the assistant's turn header"},
+        {"--bos-token", Kind::text, "bos_token text (default: the model's)", {}, "T"},
+        {"--eos-token", Kind::text, "eos_token text (default: the model's)", {}, "T"}, kHelp},
+       cmd_template},
   };
 }
 

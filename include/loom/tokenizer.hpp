@@ -107,6 +107,11 @@ class Tokenizer {
   // GGUF `tokenizer.chat_template`; empty when the source has none. Kept as data: loom
   // does not render it.
   const std::string& chat_template() const noexcept;
+  // The BOS / EOS token text a chat template receives as `bos_token` / `eos_token`:
+  // tokenizer_config.json's bos_token / eos_token (a string or {"content": ...}), else the
+  // text of bos_id() / eos_id(), else empty.
+  std::string bos_token() const;
+  std::string eos_token() const;
   // The name given at construction (usually the file it came from).
   const std::string& name() const noexcept;
   // What was forgiven while reading its JSON files, one line per file: a byte-order

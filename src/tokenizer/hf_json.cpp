@@ -538,8 +538,10 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
   if (!config_json.empty()) {
     cfg = r.parse(cfg_parser, cfg_padded, config_json, config_name(display_name), impl->load_warnings);
     // "bos_token": null (Qwen2) or absent keeps what the post-processor template says.
-    if (const auto id = lookup(*impl, config_token(r, *cfg, "bos_token"))) impl->bos = id;
-    if (const auto id = lookup(*impl, config_token(r, *cfg, "eos_token"))) impl->eos = id;
+    impl->bos_text = config_token(r, *cfg, "bos_token");
+    impl->eos_text = config_token(r, *cfg, "eos_token");
+    if (const auto id = lookup(*impl, impl->bos_text)) impl->bos = id;
+    if (const auto id = lookup(*impl, impl->eos_text)) impl->eos = id;
     if (const auto id = lookup(*impl, config_token(r, *cfg, "unk_token"))) impl->unk = id;
     if (const auto id = lookup(*impl, config_token(r, *cfg, "pad_token"))) impl->pad = id;
     const auto cls = r.opt_string(*cfg, "tokenizer_class");

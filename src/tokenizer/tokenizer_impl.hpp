@@ -65,6 +65,9 @@ struct Tokenizer::Impl {
   std::string chat_template;
   // What lenient JSON parsing forgave in its files ("<file>: 1 comment was ignored").
   std::vector<std::string> load_warnings;
+  // tokenizer_config.json's bos_token / eos_token text, when it names one (chat templates
+  // read these; without them the text of bos / eos is used).
+  std::optional<std::string> bos_text, eos_text;
 
   Impl() = default;
   Impl(const Impl&) = delete;

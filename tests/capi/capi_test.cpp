@@ -67,6 +67,8 @@ TEST_CASE("C API: versions and status names are stable") {
   CHECK(LOOM_ERR_MISSING_TENSOR == static_cast<int>(loom::ErrorCode::missing_tensor));
   CHECK(LOOM_ERR_NUMERIC == static_cast<int>(loom::ErrorCode::numeric));
   CHECK(LOOM_ERR_BUFFER_TOO_SMALL == static_cast<int>(loom::ErrorCode::buffer_too_small));
+  CHECK(std::string(loom_status_str(LOOM_ERR_TEMPLATE)) == "template");
+  CHECK(LOOM_ERR_TEMPLATE == static_cast<int>(loom::ErrorCode::template_error));
 }
 
 TEST_CASE("C API: load errors carry status, message and context, NULLs are refused") {

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy", "config_json",
-                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c"}) {
+                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c", "chat_template"}) {
     fs::create_directories(out / h);
   }
   const fs::path tmp = out / "tmp";
@@ -254,6 +254,35 @@ int main(int argc, char** argv) {
     write(out / "llama2c" / "v2", bytes_of(loom::test::llama2c_checkpoint(v2)));
     write(out / "llama2c" / "tokenizer",
           bytes_of(loom::test::llama2c_tokenizer_file(loom::test::llama2c_small_vocab())));
+  }
+
+  // chat templates: small ones in the styles real models ship (ChatML, Llama 3, tool calls,
+  // macros, namespaces, whitespace control), and a few broken ones.
+  {
+    const std::pair<const char*, std::string_view> templates[] = {
+        {"chatml", "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                   "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"},
+        {"llama3", "{{- bos_token }}\n{%- for message in messages %}\n    {{- '<|start_header_id|>' + message['role'] + "
+                   "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}\n{%- endfor %}\n"
+                   "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}\n"},
+        {"tools", "{%- if tools is defined and tools %}{{ tools | tojson(indent=4) }}{% endif %}\n{%- for m in messages %}"
+                  "{%- if m.tool_calls is defined %}{%- for tc in m.tool_calls %}{{ tc.function.name }}"
+                  "{{ tc.function.arguments | tojson }}{%- endfor %}{%- elif m.role == 'tool' %}[{{ m.content }}]"
+                  "{%- else %}{{ m.content }}{%- endif %}{%- endfor %}"},
+        {"macro_ns", "{%- macro render(m, depth=0) -%}{{ m.role | upper }}:{{ m.content if m.content is string else '' }}"
+                     "{%- endmacro -%}{%- set ns = namespace(count=0, seen=[]) -%}{%- for m in messages if m.role != 'system' -%}"
+                     "{%- set ns.count = ns.count + 1 -%}{{ render(m) }}{{ loop.index }}/{{ loop.length }}{% if not loop.last %}, "
+                     "{% endif %}{%- endfor -%}{{ ns.count }}{{ strftime_now('%d %b %Y') }}"},
+        {"raise", "{%- if messages[0]['role'] == 'system' -%}{{ raise_exception('System role not supported') }}{%- endif -%}"},
+        {"filters", "{{ messages | map(attribute='role') | unique | join(', ') }}|{{ messages | selectattr('role', 'equalto', "
+                    "'user') | list | length }}|{{ (messages | last).content[::-1] }}|{{ {'b': 1, 'a': [1.5, none]} | dictsort }}"
+                    "|{{ '  x  ' | trim | replace('x', 'y') | indent(2, true) }}|{{ 7 // 2 }}{{ 2 ** 8 }}{{ 'a' ~ 1 }}"},
+        {"whitespace", "  {%- if true -%}  a  {%+ if 1 %}b{% endif +%}\n{#- c -#}\n  {% raw %}{{ x }}{% endraw %}\n{{- ' y ' -}}"},
+        {"broken_tag", "{% if messages %}{{ messages[0].content "},
+        {"broken_end", "{% for m in messages %}{% endif %}"},
+        {"deep", "{{ ((((((((((1)))))))))) }}{% if 1 %}{% if 1 %}{% if 1 %}x{% endif %}{% endif %}{% endif %}"},
+    };
+    for (const auto& [name, text] : templates) write(out / "chat_template" / name, text);
   }
 
   fs::remove_all(tmp);

@@ -292,4 +292,69 @@ TEST_CASE("cli: run takes max_new_tokens and do_sample from generation_config.js
   CHECK(r.code == 1);
   CHECK(contains(r.output, "generation_config.json"));
   CHECK(contains(r.output, "malformed JSON at line 3, column 3: expected ',' or '}'"));
+namespace {
+// stdout alone, byte for byte (stderr dropped), and the exit code.
+Run loom_stdout(const std::string& args) {
+  const std::string cmd = quote(LOOM_CLI_PATH) + " " + args + " 2>/dev/null";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  FILE* f = std::fopen(p.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+}  // namespace
+
+TEST_CASE("cli: template renders a file or the model's own template exactly") {
+  Fixture fx;
+  const fs::path tpl = fx.dir / "t.jinja";
+  const fs::path msgs = fx.dir / "m.json";
+  write_text(tpl, "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}\n{% endfor %}"
+                  "{% if add_generation_prompt %}<assistant>{% endif %}{{ tools | length }}\n");
+  write_text(msgs, R"([{"role": "user", "content": " Hi \u00e9 "}])");
+  Run r = loom_stdout("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 0);
+  CHECK(r.output == "<user>Hi \xC3\xA9\n0");  // nothing added, the template's last newline dropped as Jinja2 does
+  r = loom_stdout("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()) +
+                  " --add-generation-prompt --bos-token '<s>'");
+  CHECK(r.output == "<s><user>Hi \xC3\xA9\n<assistant>0");
+  // an object with messages and tools
+  write_text(msgs, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f"}, {"name": "g"}]})");
+  r = loom_stdout("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.output == "<user>x\n2");
+
+  // the model's own template and BOS/EOS text
+  const fs::path tokdir = fx.dir / "tok";
+  fs::create_directories(tokdir);
+  fs::copy_file(fx.model / "tokenizer.json", tokdir / "tokenizer.json");
+  write_text(tokdir / "tokenizer_config.json",
+             R"({"bos_token": {"content": "<|begin_of_text|>"}, "eos_token": "<|end_of_text|>", )"
+             R"("chat_template": "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"})");
+  r = loom_stdout("template --model " + quote(tokdir.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 0);
+  CHECK(r.output == "<|begin_of_text|>x<|end_of_text|>");
+
+  // the template's error on stderr, exit 1; a model without a template; usage errors
+  write_text(tpl, "{{ raise_exception('Conversation roles must alternate') }}");
+  r = loom_cli("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "Conversation roles must alternate"));
+  write_text(tpl, "line one\n{% if %}");
+  r = loom_cli("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, tpl.string() + ":2:"));
+  r = loom_cli("template --model " + quote(fx.model.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "no chat template"));
+  CHECK(loom_cli("template --messages " + quote(msgs.string())).code == 2);
+  CHECK(loom_cli("template --template " + quote(tpl.string())).code == 2);
 }
