@@ -292,6 +292,8 @@ TEST_CASE("cli: run takes max_new_tokens and do_sample from generation_config.js
   CHECK(r.code == 1);
   CHECK(contains(r.output, "generation_config.json"));
   CHECK(contains(r.output, "malformed JSON at line 3, column 3: expected ',' or '}'"));
+}
+
 namespace {
 // stdout alone, byte for byte (stderr dropped), and the exit code.
 Run loom_stdout(const std::string& args) {
