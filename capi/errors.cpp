@@ -47,10 +47,10 @@ void copy_out_string(const std::string& data, char* buf, size_t cap, size_t* len
 }  // namespace loom::capi
 
 namespace {
-constexpr std::array<const char*, 14> kStatusNames{
+constexpr std::array<const char*, 15> kStatusNames{
     "ok",           "io",       "format",           "missing_tensor", "shape_mismatch",
     "unsupported",  "out_of_memory", "cancelled",   "invalid_argument", "internal",
-    "context_full", "dtype_mismatch", "numeric",    "buffer_too_small"};
+    "context_full", "dtype_mismatch", "numeric",    "buffer_too_small", "template"};
 }  // namespace
 
 extern "C" {

@@ -79,6 +79,7 @@ typedef int32_t loom_status;
 #define LOOM_ERR_DTYPE_MISMATCH 11
 #define LOOM_ERR_NUMERIC 12         /* NaN or infinite logits */
 #define LOOM_ERR_BUFFER_TOO_SMALL 13 /* the caller's buffer is too small; size reported */
+#define LOOM_ERR_TEMPLATE 14 /* a chat template failed to parse or raised an error */
 
 /* A short, static, stable name for a status ("ok", "io", "format", ...). Any thread. */
 LOOM_API const char *loom_status_str(loom_status status);
@@ -102,6 +103,7 @@ LOOM_API int64_t loom_error_offset(const loom_error *err);
 #define LOOM_PROBLEM_DTYPE_MISMATCH 3
 #define LOOM_PROBLEM_TIED_DIFFERS 4
 #define LOOM_PROBLEM_DUPLICATE 5
+#define LOOM_PROBLEM_SUSPICIOUS_DATA 6 /* a warning in the load report: e.g. byte-swapped values */
 
 typedef struct loom_problem {
   uint32_t struct_size;          /* set by the caller (loom_problem_init) */
@@ -223,12 +225,28 @@ LOOM_API loom_status loom_token_piece(const loom_tokenizer *tok, int32_t id, cha
 
 /* ---- sessions -------------------------------------------------------------------- */
 
+/* Forward-pass trace (debugging: find the first stage where two runs, or loom and
+ * another engine, diverge). Called on the thread running the pass, after each stage, in
+ * order: "embd" (layer -1); per block N, "attn_out" and "ffn_out" (layer N: the residual
+ * stream after the attention and after the MLP); then "output_norm" and "logits"
+ * (layer -1). `values` is row-major [n_tokens, dim], borrowed for the call only; the
+ * final stages see only the rows whose logits are kept (the last one, unless
+ * all_logits). Return 0 to go on, nonzero to abandon the pass: loom_prefill / loom_step
+ * return LOOM_ERR_CANCELLED with the session's position, cache and logits as they were
+ * before the call (loom_generate and loom_embed return it too, after the passes that
+ * completed). Tracing slows the pass down. */
+typedef int32_t (*loom_trace_fn)(void *user, const char *stage, int32_t layer, int64_t n_tokens,
+                                 int64_t dim, const float *values);
+
 typedef struct loom_session_params {
   uint32_t struct_size;
   int32_t context_length; /* 0: the model's, capped at 4096 */
   int32_t n_threads;      /* 0: all hardware threads */
   int32_t kv_dtype;       /* LOOM_DTYPE_F32 (default) or LOOM_DTYPE_F16 */
   int32_t all_logits;     /* nonzero: keep logits for every prefilled position */
+  /* -- appended: forward-pass trace (NULL: none; older, smaller structs get none) -- */
+  loom_trace_fn trace;
+  void *trace_user;
 } loom_session_params;
 
 LOOM_API void loom_session_params_init(loom_session_params *p);
@@ -349,6 +367,57 @@ LOOM_API loom_status loom_generate(loom_session *session, loom_sampler *sampler,
 LOOM_API loom_status loom_embed(loom_session *session, const int32_t *tokens, size_t n,
                                 int32_t pooling, int32_t normalize, float *out, size_t cap,
                                 size_t *dim, loom_error **err);
+
+/* ---- generation defaults (generation_config.json) ------------------------------- */
+
+/* Applies the model's generation defaults — the values its generation_config.json sets —
+ * to caller structs already filled by loom_sampler_params_init /
+ * loom_generate_params_init (or by the caller): temperature (0 when do_sample is
+ * false), top_k, top_p and repeat_penalty (the file's repetition_penalty) into
+ * `sampler`; max_tokens (max_new_tokens, else max_length) into `gen`. A value the file
+ * does not set leaves the caller's field as it was, so a host applies this first and
+ * its own explicit choices after. Fields beyond a struct's struct_size are not touched.
+ * Either struct may be NULL. The eos_token_id of the file is already among
+ * loom_model_eos_ids. The load report (loom_model_load_report) names each value's
+ * source under "generation". Any thread. */
+LOOM_API loom_status loom_model_generation_defaults(const loom_model *model, loom_sampler_params *sampler,
+                                                    loom_generate_params *gen);
+
+/* ---- chat templates ---- */
+
+/* A conversation turn; both strings NUL-terminated UTF-8. */
+typedef struct loom_chat_message {
+  const char *role;    /* "system", "user", "assistant", "tool", ... */
+  const char *content;
+} loom_chat_message;
+
+typedef struct loom_chat_template_params {
+  uint32_t struct_size;
+  int32_t add_generation_prompt;  /* default 1: end with the assistant's turn header */
+  const char *bos_token;          /* NULL: the model's */
+  const char *eos_token;          /* NULL: the model's */
+  const char *tools_json;         /* NULL: none; else a JSON array, the `tools` variable */
+  const char *extra_context_json; /* NULL: none; else a JSON object of more variables */
+} loom_chat_template_params;
+
+LOOM_API void loom_chat_template_params_init(loom_chat_template_params *p);
+/* Renders `template_source` (NULL: the model's own template; LOOM_ERR_UNSUPPORTED when it
+ * has none) over the conversation, byte for byte as transformers' apply_chat_template
+ * renders it (Jinja2, trim_blocks and lstrip_blocks on). `model` may be NULL when
+ * template_source is given. The text goes into `buf` (NUL-terminated) with the size-query
+ * convention: buf == NULL sets *len to the length and returns LOOM_OK; a buffer smaller
+ * than *len + 1 gives LOOM_ERR_BUFFER_TOO_SMALL with *len set. A syntax error, an error
+ * the template raises (raise_exception) or a sandbox limit gives LOOM_ERR_TEMPLATE with
+ * the template's message. Any thread; the model is only read. */
+LOOM_API loom_status loom_chat_apply_template(const loom_model *model, const char *template_source,
+                                             const loom_chat_message *messages, size_t n_messages,
+                                             const loom_chat_template_params *params, char *buf,
+                                             size_t cap, size_t *len, loom_error **err);
+/* The same with the conversation as a JSON array of message objects (tool calls etc.). */
+LOOM_API loom_status loom_chat_apply_template_json(const loom_model *model, const char *template_source,
+                                                  const char *messages_json,
+                                                  const loom_chat_template_params *params, char *buf,
+                                                  size_t cap, size_t *len, loom_error **err);
 
 
 /* ---- chat sessions --------------------------------------------------------------- */

@@ -1,8 +1,29 @@
 // C API: sessions (KV cache, prefill, step, logits) and embeddings.
 #include "capi_internal.hpp"
+#include "loom/trace.hpp"
 
 using loom::capi::guard;
 using loom::capi::require;
+
+namespace {
+
+// The C trace callback behind SessionOptions::trace: stage name without the "blk.N."
+// prefix (NUL-terminated in a buffer of its own), the layer apart; a nonzero return
+// abandons the pass with Error(cancelled), which the session survives unchanged.
+std::function<void(const loom::TraceEvent&)> c_trace(loom_trace_fn fn, void* user) {
+  return [fn, user, stage = std::string()](const loom::TraceEvent& e) mutable {
+    const loom::TraceStage split = loom::split_trace_name(e.name);
+    stage.assign(split.stage);
+    const int32_t rc = fn(user, stage.c_str(), split.layer, e.n_tokens, e.dim, e.values);
+    if (rc != 0) {
+      throw loom::Error(loom::ErrorCode::cancelled, "the trace callback stopped the forward pass at '" +
+                                                        std::string(e.name) + "' (returned " +
+                                                        std::to_string(rc) + ")");
+    }
+  };
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -33,6 +54,7 @@ LOOM_API loom_status loom_session_create(const loom_model* model, const loom_ses
       throw loom::Error(loom::ErrorCode::invalid_argument, "kv_dtype must be LOOM_DTYPE_F32 or LOOM_DTYPE_F16");
     }
     o.all_logits = p.all_logits != 0;
+    if (p.trace != nullptr) o.trace = c_trace(p.trace, p.trace_user);
     auto handle = std::make_unique<loom_session>();
     handle->session = std::make_unique<loom::Session>(model->model, std::move(o));
     *out = handle.release();

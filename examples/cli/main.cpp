@@ -1,4 +1,4 @@
-// loom — the command line: run, inspect, convert, verify, tokenize, bench.
+// loom — the command line: run, inspect, convert, verify, tokenize, bench, template.
 // Exit codes: 0 success, 1 error (the message names the file/tensor), 2 usage error,
 // 3 `verify` found problems.
 #include <unistd.h>
@@ -17,10 +17,11 @@
 
 #include "args.hpp"
 #include "loom.h"
-#include "loom/demo.hpp"
+#include "loom/chat_template.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
 #include "loom/generate.hpp"
+#include "loom/generation_defaults.hpp"
 #include "loom/load_report.hpp"
 #include "loom/loader.hpp"
 #include "loom/manifest.hpp"
@@ -29,6 +30,7 @@
 #include "loom/session.hpp"
 #include "loom/tokenizer.hpp"
 #include "progress.hpp"
+#include "trace_forward.hpp"
 
 namespace fs = std::filesystem;
 using loom::cli::Args;
@@ -42,7 +44,7 @@ constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitVerifyFailed = 3;
 
-const FlagSpec kModel{"--model", Kind::text, "model directory, .gguf file or loom pack", {}, "PATH"};
+const FlagSpec kModel{"--model", Kind::text, "model directory, .gguf file, llama2.c .bin or loom pack", {}, "PATH"};
 const FlagSpec kThreads{"--threads", Kind::integer, "threads (default: all cores)", {}, "N"};
 const FlagSpec kHelp{"--help", Kind::flag, "show this help"};
 const FlagSpec kDtype{"--dtype", Kind::choice, "matrices' dtype in memory / in the output", {"keep", "f32", "f16", "bf16"}};
@@ -63,25 +65,27 @@ uint64_t source_bytes(const fs::path& p) {
   return total;
 }
 
-fs::path cache_dir() {
-  if (const char* d = std::getenv("LOOM_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "loom";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "loom";
-  return fs::temp_directory_path() / "loom-cache";
-}
-
-// The demo model, created on first use (deterministic, so a rerun writes the same files).
-fs::path ensure_demo_model() {
-  const fs::path dir = cache_dir() / (std::string("demo-") + loom_version_string());
-  if (fs::exists(dir / "config.json")) return dir;
-  std::fprintf(stderr, "loom: creating the demo model in %s\n", dir.c_str());
-  const fs::path tmp = dir.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  loom::write_demo_model(tmp);
+// The built-in demo model, stories260K (examples/models/stories260K). Looked for where an
+// installed loom keeps it (<prefix>/share/loom/models/stories260K, found relative to this
+// executable, so a relocated prefix works, then at the configured prefix), then in the
+// source tree this binary was built from. LOOM_DEMO_MODEL overrides all three.
+fs::path builtin_model() {
+  if (const char* p = std::getenv("LOOM_DEMO_MODEL"); p && *p) return p;
+  const std::string file = "stories260K.bin";
+  std::vector<fs::path> candidates;
   std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  if (ec) fs::remove_all(tmp);  // another process won the race: its copy is identical
-  return dir;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path() / LOOM_DEMO_BIN_TO_DATA / file);
+  candidates.push_back(fs::path(LOOM_DEMO_INSTALL_DIR) / file);
+  candidates.push_back(fs::path(LOOM_DEMO_SOURCE_DIR) / file);
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return c.lexically_normal();
+  }
+  std::string looked;
+  for (const auto& c : candidates) looked += "\n  " + c.lexically_normal().string();
+  throw loom::Error(loom::ErrorCode::io,
+                    "the built-in demo model (stories260K) is not installed; looked for:" + looked +
+                        "\ngive a model with --model PATH");
 }
 
 std::shared_ptr<const loom::Model> load_with_progress(const fs::path& path, loom::LoadOptions options,
@@ -99,6 +103,30 @@ std::shared_ptr<const loom::Model> load_with_progress(const fs::path& path, loom
   return model;
 }
 
+// "temperature 0.6 (generation_config.json), top_k 40 (loom default), ...,
+// max_tokens 5 (--max-tokens)": each `loom run` setting and where its value came from.
+std::string run_settings_line(const Args& a, const loom::GenerationDefaults& g, const loom::SamplerParams& sp,
+                              const loom::GenerateOptions& go) {
+  auto source = [&](const char* flag, const auto& from_model) {
+    if (a.has(flag)) return std::string(flag);
+    std::string s(loom::default_source_name(from_model.source));
+    if (from_model.from_file()) s += ": " + from_model.key;
+    return s;
+  };
+  auto item = [](const char* name, double value, const std::string& from) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", value);
+    return std::string(name) + " " + buf + " (" + from + ")";
+  };
+  const loom::DefaultValue<float> loom_only;  // settings generation_config.json has no key for
+  return item("temperature", sp.temperature, source("--temperature", g.temperature)) + ", " +
+         item("top_k", sp.top_k, source("--top-k", g.top_k)) + ", " +
+         item("top_p", sp.top_p, source("--top-p", g.top_p)) + ", " +
+         item("min_p", sp.min_p, source("--min-p", loom_only)) + ", " +
+         item("repeat_penalty", sp.repeat_penalty, source("--repeat-penalty", g.repetition_penalty)) + ", " +
+         item("max_tokens", go.max_tokens, source("--max-tokens", g.max_new_tokens));
+}
+
 // ---- commands ----
 
 struct Command {
@@ -110,13 +138,19 @@ struct Command {
 };
 
 int cmd_run(const Args& a) {
+  // Flag values are checked before the (long) load.
+  const bool trace_forward = a.has("--trace-forward") || a.has("--trace-layers") || a.has("--trace-dump");
+  loom::cli::TraceForwardOptions trace_options;
+  trace_options.layers = loom::cli::parse_layer_list(a.list("--trace-layers"));
+  trace_options.dump_dir = a.text("--trace-dump");
   fs::path path = a.text("--model");
   const bool demo = path.empty();
   if (demo) {
-    path = ensure_demo_model();
+    path = builtin_model();
     std::fprintf(stderr,
-                 "loom: no --model given: running the built-in demo model. Its weights are RANDOM,\n"
-                 "      so its text is gibberish; it shows the whole path (load, prefill, decode, speed).\n");
+                 "loom: no --model given: running the built-in demo model, stories260K (Karpathy's 260K-parameter\n"
+                 "      Llama trained on TinyStories, MIT), from %s\n",
+                 path.c_str());
   }
   loom::LoadOptions lo;
   lo.target_dtype = dtype_flag(a);
@@ -127,17 +161,27 @@ int cmd_run(const Args& a) {
   loom::SessionOptions so;
   so.n_threads = static_cast<int>(a.integer("--threads", 0));
   so.context_length = a.integer("--ctx", 0);
+  if (trace_forward) so.trace = loom::cli::forward_tracer(std::move(trace_options));
   loom::Session session(model, so);
+  // Sampling and length: loom's defaults, then the model's generation_config.json, then
+  // explicit flags; the report says where each value came from.
+  const loom::GenerationDefaults& defaults = model->generation_defaults();
   loom::SamplerParams sp;
+  defaults.apply_to(sp);
+  loom::GenerateOptions go;
+  defaults.apply_to(go);
   sp.temperature = static_cast<float>(a.number("--temperature", sp.temperature));
   sp.top_k = static_cast<int32_t>(a.integer("--top-k", sp.top_k));
   sp.top_p = static_cast<float>(a.number("--top-p", sp.top_p));
   sp.min_p = static_cast<float>(a.number("--min-p", sp.min_p));
   sp.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", sp.repeat_penalty));
   sp.seed = static_cast<uint64_t>(a.integer("--seed", static_cast<int64_t>(sp.seed)));
+  go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", go.max_tokens));
+  if (!a.has("--no-report")) {
+    const std::string settings = run_settings_line(a, defaults, sp, go);
+    std::fprintf(stderr, "sampling   %s\n", settings.c_str());
+  }
   loom::Sampler sampler(sp);
-  loom::GenerateOptions go;
-  go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", 128));
   go.stop_strings = a.list("--stop");
   go.on_text = [](std::string_view text, int32_t) {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -284,9 +328,56 @@ int cmd_tokenize(const Args& a) {
   return 0;
 }
 
+// ---- template: render a chat template as transformers' apply_chat_template would ----
+
+std::string read_whole_file(const fs::path& p) {
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (f == nullptr) throw loom::Error(loom::ErrorCode::io, "cannot open " + p.string());
+  std::string data;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
+  std::fclose(f);
+  return data;
+}
+
+int cmd_template(const Args& a) {
+  if (a.has("--template") == a.has("--model")) throw UsageError("template needs --template FILE or --model PATH");
+  if (!a.has("--messages")) throw UsageError("template needs --messages FILE.json");
+  loom::ChatTemplateInputs in;
+  std::string source, name;
+  if (a.has("--template")) {
+    name = a.text("--template");
+    source = read_whole_file(name);
+  } else {
+    const auto tok = loom::Tokenizer::load(a.text("--model"));
+    if (tok->chat_template().empty()) throw loom::Error(loom::ErrorCode::unsupported, a.text("--model") + " has no chat template");
+    source = tok->chat_template();
+    name = a.text("--model") + " chat template";
+    in.bos_token = tok->bos_token();
+    in.eos_token = tok->eos_token();
+  }
+  if (a.has("--bos-token")) in.bos_token = a.text("--bos-token");
+  if (a.has("--eos-token")) in.eos_token = a.text("--eos-token");
+  in.add_generation_prompt = a.has("--add-generation-prompt");
+  // --messages: a JSON array of messages, or {"messages": [...], "tools": [...]}.
+  const std::string doc = read_whole_file(a.text("--messages"));
+  const size_t first = doc.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && doc[first] == '{') {
+    in.extra_context_json = doc;  // its "messages" and "tools" become variables like the rest
+    in.messages_json = "[]";
+  } else {
+    in.messages_json = doc;
+  }
+  const auto tpl = loom::ChatTemplate::compile(source, name);
+  const std::string out = tpl.render(in);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
 int cmd_bench(const Args& a) {
   fs::path path = a.text("--model");
-  if (path.empty()) path = ensure_demo_model();
+  if (path.empty()) path = builtin_model();
   const int prompt_tokens = static_cast<int>(a.integer("--prompt-tokens", 128));
   const int gen_tokens = static_cast<int>(a.integer("--gen-tokens", 64));
   const int reps = static_cast<int>(a.integer("--reps", 5));
@@ -329,18 +420,18 @@ int cmd_bench(const Args& a) {
 std::vector<Command> commands() {
   return {
       {"run", "[--model PATH] [--prompt TEXT | --interactive] [sampling flags]",
-       "Loads a model (the built-in demo model when no --model is given), streams generated text to\n"
-       "stdout, then prints prompt and generation tokens/s. Without --prompt it reads stdin, or asks\n"
-       "interactively on a terminal.",
+       "Loads a model (the built-in demo model, stories260K, when no --model is given: it tells a\n"
+       "story from \"Once upon a time\"), streams generated text to stdout, then prints prompt and\n"
+       "generation tokens/s. Without --prompt it reads stdin, or asks interactively on a terminal.",
        {kModel,
         {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
         {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
-        {"--max-tokens", Kind::integer, "tokens to generate (default 128)", {}, "N"},
-        {"--temperature", Kind::number, "0 = greedy (default 0.8)", {}, "T"},
-        {"--top-k", Kind::integer, "0 = off (default 40)", {}, "K"},
-        {"--top-p", Kind::number, "1 = off (default 0.95)", {}, "P"},
+        {"--max-tokens", Kind::integer, "tokens to generate (default: the model's generation_config.json, else 128)", {}, "N"},
+        {"--temperature", Kind::number, "0 = greedy (default: the model's, else 0.8)", {}, "T"},
+        {"--top-k", Kind::integer, "0 = off (default: the model's, else 40)", {}, "K"},
+        {"--top-p", Kind::number, "1 = off (default: the model's, else 0.95)", {}, "P"},
         {"--min-p", Kind::number, "0 = off (default 0.05)", {}, "P"},
-        {"--repeat-penalty", Kind::number, "1 = off (default 1)", {}, "R"},
+        {"--repeat-penalty", Kind::number, "1 = off (default: the model's repetition_penalty, else 1)", {}, "R"},
         {"--seed", Kind::integer, "sampling seed", {}, "S"},
         {"--stop", Kind::list, "stop string (repeatable; not printed)", {}, "TEXT"},
         kThreads,
@@ -348,6 +439,9 @@ std::vector<Command> commands() {
         kDtype,
         {"--no-report", Kind::flag, "do not print the load report"},
         {"--trace", Kind::flag, "print the per-tensor load trace"},
+        {"--trace-forward", Kind::flag, "per forward pass, stage and layer: shape, min/max/mean, NaN/Inf counts (stderr)"},
+        {"--trace-layers", Kind::list, "trace only these blocks, e.g. 0,5 (implies --trace-forward)", {}, "N,M"},
+        {"--trace-dump", Kind::text, "also write each traced stage as DIR/<pass>-<stage>[-L<layer>].npy (implies --trace-forward)", {}, "DIR"},
         kHelp},
        cmd_run},
       {"inspect", "--model PATH [--json] [--trace]",
@@ -376,6 +470,14 @@ std::vector<Command> commands() {
        {kModel, kThreads, kDtype, {"--prompt-tokens", Kind::integer, "prompt length (default 128)", {}, "N"},
         {"--gen-tokens", Kind::integer, "decode steps (default 64)", {}, "N"}, {"--reps", Kind::integer, "repetitions (default 5)", {}, "N"}, kHelp},
        cmd_bench},
+      {"template", "--template FILE | --model PATH --messages FILE.json [--add-generation-prompt]",
+       "Renders a chat template (a file, or the model's own) over a conversation, exactly as transformers' apply_chat_template does; prints the text with nothing added.",
+       {{"--template", Kind::text, "a Jinja chat template file", {}, "FILE"}, kModel,
+        {"--messages", Kind::text, "JSON array of messages, or an object with \"messages\" (and \"tools\", ...)", {}, "FILE"},
+        {"--add-generation-prompt", Kind::flag, "end with the assistant's turn header"},
+        {"--bos-token", Kind::text, "bos_token text (default: the model's)", {}, "T"},
+        {"--eos-token", Kind::text, "eos_token text (default: the model's)", {}, "T"}, kHelp},
+       cmd_template},
   };
 }
 

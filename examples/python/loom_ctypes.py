@@ -19,6 +19,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_char_p, c_double, c_
 
 LOOM_OK = 0
 LOOM_ERR_BUFFER_TOO_SMALL = 13
+LOOM_ERR_TEMPLATE = 14
 TOKENIZE_ADD_SPECIAL = 1
 TOKENIZE_PARSE_SPECIAL = 2
 POOL_MEAN, POOL_LAST = 0, 1
@@ -27,6 +28,7 @@ STOP_REASONS = {0: "eos", 1: "stop_string", 2: "max_tokens", 3: "cancelled", 4: 
 PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_float, c_char_p)
 LOG_FN = CFUNCTYPE(None, c_void_p, c_int32, c_char_p)
 TEXT_FN = CFUNCTYPE(c_int32, c_void_p, POINTER(ctypes.c_char), c_size_t, c_int32)
+TRACE_FN = CFUNCTYPE(c_int32, c_void_p, c_char_p, c_int32, c_int64, c_int64, POINTER(c_float))
 
 
 class LoadParams(Structure):
@@ -38,7 +40,10 @@ class LoadParams(Structure):
 
 class SessionParams(Structure):
     _fields_ = [("struct_size", c_uint32), ("context_length", c_int32), ("n_threads", c_int32),
-                ("kv_dtype", c_int32), ("all_logits", c_int32)]
+                ("kv_dtype", c_int32), ("all_logits", c_int32),
+                # appended: the forward-pass trace (loom_session_params_init fills the
+                # whole struct, so the mirror must hold every field the library has)
+                ("trace", TRACE_FN), ("trace_user", c_void_p)]
 
 
 class SamplerParams(Structure):

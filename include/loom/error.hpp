@@ -29,6 +29,7 @@ enum class ErrorCode : int32_t {
   dtype_mismatch = 11,
   numeric = 12,  // NaN/Inf where a finite value is required
   buffer_too_small = 13,  // a caller's output buffer cannot hold the result
+  template_error = 14,    // a chat template failed to parse or raised an error
 };
 
 std::string_view error_code_name(ErrorCode code) noexcept;

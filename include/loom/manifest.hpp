@@ -27,6 +27,7 @@ enum class ProblemKind : uint8_t {
   dtype_mismatch = 3,  // found, with a dtype loom cannot use for this slot
   tied_differs = 4,    // config says tied, but the output and embedding differ (warning)
   duplicate = 5,       // two source tensors claim the same slot
+  suspicious_data = 6, // values that look wrong, e.g. byte-swapped (warning)
 };
 std::string_view problem_kind_name(ProblemKind kind) noexcept;
 

@@ -40,7 +40,10 @@ struct SessionOptions {
   bool all_logits = false;      // keep logits of every prefilled position, not only the last
   int n_threads = 0;            // 0: hardware threads (ignored when `pool` is given)
   std::shared_ptr<ThreadPool> pool;
-  std::function<void(const TraceEvent&)> trace;  // debug hook; slows the pass down
+  // Debug hook, called on the calling thread after each stage (slows the pass down;
+  // loom/trace.hpp has helpers). It may throw to abandon the pass: the exception leaves
+  // prefill/step and the session is as it was before the call.
+  std::function<void(const TraceEvent&)> trace;
   // Prefill with bf16 weights rounds activations to bf16 for the products, to use the
   // CPU's bf16 dot-product instructions (AVX512-BF16) where present: about twice the f32
   // rate. Off: activations stay f32 (exact to the weights as stored).

@@ -23,6 +23,7 @@ constexpr std::array kCodeNames{
     CodeName{ErrorCode::dtype_mismatch, "dtype_mismatch"},
     CodeName{ErrorCode::numeric, "numeric"},
     CodeName{ErrorCode::buffer_too_small, "buffer_too_small"},
+    CodeName{ErrorCode::template_error, "template"},
 };
 }  // namespace
 

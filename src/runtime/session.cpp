@@ -94,6 +94,7 @@ struct Session::State {
   std::vector<float> x, h, q, k, v, attn, proj, gate, up;
   std::vector<float> cos_table, sin_table;  // [n_tokens, rope_dims/2]
   std::vector<float> logits;
+  std::vector<float> traced_logits;  // the next logits while a trace hook looks at them
   int64_t logit_rows = 0;
   std::vector<float> final_hidden;  // [n_tokens, hidden] when an embedding was asked for
 
@@ -358,11 +359,18 @@ void Session::State::forward(std::span<const int32_t> tokens, bool keep_all_logi
   trace("output_norm", h.data(), rows, H);
   if (keep_hidden) final_hidden.assign(h.begin(), h.begin() + rows * H);
   const int64_t logit_first = keep_all_logits ? 0 : rows - 1;
-  logit_rows = rows - logit_first;
-  logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
-  kernels::linear(w.output, nullptr, h.data() + logit_first * H, H, logit_rows, logits.data(),
+  const int64_t new_logit_rows = rows - logit_first;
+  // A trace hook may throw (the C API's callback cancels that way) after it has seen the
+  // new logits: they go to a second buffer then, so that the last pass's logits survive.
+  std::vector<float>& out = options.trace ? traced_logits : logits;
+  out.resize(static_cast<size_t>(new_logit_rows * c.vocab_size));
+  kernels::linear(w.output, nullptr, h.data() + logit_first * H, H, new_logit_rows, out.data(),
                   c.vocab_size, tp, fast);
-  trace("logits", logits.data(), logit_rows, c.vocab_size);
+  trace("logits", out.data(), new_logit_rows, c.vocab_size);
+  if (options.trace) logits.swap(traced_logits);
+  // Commit: nothing above changed what the session exposes (KV entries at and past
+  // `position` are not part of its context until `position` moves).
+  logit_rows = new_logit_rows;
   position += n;
 }
 
