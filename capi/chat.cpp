@@ -75,9 +75,9 @@ LOOM_API size_t loom_chat_message_count(const loom_chat* chat) {
   return chat != nullptr ? chat->chat->messages().size() : 0;
 }
 
-LOOM_API loom_status loom_chat_message(const loom_chat* chat, size_t index, char* role, size_t role_cap,
-                                       size_t* role_len, char* content, size_t content_cap,
-                                       size_t* content_len, loom_error** err) {
+LOOM_API loom_status loom_chat_get_message(const loom_chat* chat, size_t index, char* role, size_t role_cap,
+                                           size_t* role_len, char* content, size_t content_cap,
+                                           size_t* content_len, loom_error** err) {
   return guard(err, [&] {
     require(chat, "chat");
     const auto& messages = chat->chat->messages();

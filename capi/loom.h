@@ -467,14 +467,14 @@ LOOM_API loom_status loom_chat_clear(loom_chat *chat);
 LOOM_API size_t loom_chat_message_count(const loom_chat *chat);
 /* Role and content of message `index` (size-query convention for each; either buffer may
  * be NULL). */
-LOOM_API loom_status loom_chat_message(const loom_chat *chat, size_t index, char *role, size_t role_cap,
-                                       size_t *role_len, char *content, size_t content_cap,
-                                       size_t *content_len, loom_error **err);
+LOOM_API loom_status loom_chat_get_message(const loom_chat *chat, size_t index, char *role, size_t role_cap,
+                                           size_t *role_len, char *content, size_t content_cap,
+                                           size_t *content_len, loom_error **err);
 /* The template's rendering of the history. */
 LOOM_API loom_status loom_chat_render(const loom_chat *chat, int32_t add_generation_prompt, char *buf,
                                       size_t cap, size_t *len, loom_error **err);
 /* Generates the assistant's reply to the history, streaming it through params->on_text,
- * and appends it to the history (read it back with loom_chat_message). From `params`
+ * and appends it to the history (read it back with loom_chat_get_message). From `params`
  * max_tokens, stop_strings and on_text apply; tokenize_flags and continue_session are
  * ignored (the chat decides). On an error the history is unchanged. `result` may be NULL. */
 LOOM_API loom_status loom_chat_reply(loom_chat *chat, loom_sampler *sampler,

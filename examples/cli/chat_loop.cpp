@@ -63,6 +63,7 @@ int chat_loop(Session& session, const Tokenizer& tokenizer, Sampler& sampler, Ge
   }
   ChatOptions co;
   co.template_source = options.template_source;
+  if (!options.template_name.empty()) co.template_name = options.template_name;
   Chat chat(session, tokenizer, co);
   if (!options.system_prompt.empty()) chat.set_system(options.system_prompt);
   std::fprintf(err, "loom: chat: type a message and press Enter; /reset, /system TEXT, /help; Ctrl-D quits.\n");

@@ -19,6 +19,7 @@ namespace loom::cli {
 
 struct ChatLoopOptions {
   std::string template_source;  // empty: the model's template
+  std::string template_name;    // for errors: the file it came from
   std::string system_prompt;
   bool show_prompt = true;      // print "> " before each line (a terminal)
   bool stats = true;            // per-turn token counts on `err`

@@ -17,6 +17,8 @@
 
 #include "args.hpp"
 #include "loom.h"
+#include "chat_loop.hpp"
+#include "loom/chat.hpp"
 #include "loom/chat_template.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
@@ -137,15 +139,38 @@ struct Command {
   std::function<int(const Args&)> run;
 };
 
-int cmd_run(const Args& a) {
+std::string read_whole_file(const fs::path& p) {
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (f == nullptr) throw loom::Error(loom::ErrorCode::io, "cannot open " + p.string());
+  std::string data;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
+  std::fclose(f);
+  return data;
+}
+
+// What `run` and `chat` share: the model (the built-in demo without --model), a session
+// (traced on request), a sampler and the generation options, from loom's defaults, then
+// the model's generation_config.json, then explicit flags.
+struct RunSetup {
+  std::shared_ptr<const loom::Model> model;
+  std::unique_ptr<loom::Session> session;
+  std::unique_ptr<loom::Sampler> sampler;
+  loom::GenerateOptions go;
+  bool demo = false;
+};
+
+RunSetup prepare_run(const Args& a) {
+  RunSetup r;
   // Flag values are checked before the (long) load.
   const bool trace_forward = a.has("--trace-forward") || a.has("--trace-layers") || a.has("--trace-dump");
   loom::cli::TraceForwardOptions trace_options;
   trace_options.layers = loom::cli::parse_layer_list(a.list("--trace-layers"));
   trace_options.dump_dir = a.text("--trace-dump");
   fs::path path = a.text("--model");
-  const bool demo = path.empty();
-  if (demo) {
+  r.demo = path.empty();
+  if (r.demo) {
     path = builtin_model();
     std::fprintf(stderr,
                  "loom: no --model given: running the built-in demo model, stories260K (Karpathy's 260K-parameter\n"
@@ -154,60 +179,90 @@ int cmd_run(const Args& a) {
   }
   loom::LoadOptions lo;
   lo.target_dtype = dtype_flag(a);
-  auto model = load_with_progress(path, lo);
-  if (!a.has("--no-report")) std::fprintf(stderr, "%s", model->load_report()->to_text(a.has("--trace")).c_str());
-  if (!model->tokenizer()) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to run with", {.file = path.string()});
+  r.model = load_with_progress(path, lo);
+  if (!a.has("--no-report")) std::fprintf(stderr, "%s", r.model->load_report()->to_text(a.has("--trace")).c_str());
+  if (!r.model->tokenizer()) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to run with", {.file = path.string()});
 
   loom::SessionOptions so;
   so.n_threads = static_cast<int>(a.integer("--threads", 0));
   so.context_length = a.integer("--ctx", 0);
   if (trace_forward) so.trace = loom::cli::forward_tracer(std::move(trace_options));
-  loom::Session session(model, so);
+  r.session = std::make_unique<loom::Session>(r.model, so);
   // Sampling and length: loom's defaults, then the model's generation_config.json, then
   // explicit flags; the report says where each value came from.
-  const loom::GenerationDefaults& defaults = model->generation_defaults();
+  const loom::GenerationDefaults& defaults = r.model->generation_defaults();
   loom::SamplerParams sp;
   defaults.apply_to(sp);
-  loom::GenerateOptions go;
-  defaults.apply_to(go);
+  defaults.apply_to(r.go);
   sp.temperature = static_cast<float>(a.number("--temperature", sp.temperature));
   sp.top_k = static_cast<int32_t>(a.integer("--top-k", sp.top_k));
   sp.top_p = static_cast<float>(a.number("--top-p", sp.top_p));
   sp.min_p = static_cast<float>(a.number("--min-p", sp.min_p));
   sp.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", sp.repeat_penalty));
   sp.seed = static_cast<uint64_t>(a.integer("--seed", static_cast<int64_t>(sp.seed)));
-  go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", go.max_tokens));
+  r.go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", r.go.max_tokens));
   if (!a.has("--no-report")) {
-    const std::string settings = run_settings_line(a, defaults, sp, go);
+    const std::string settings = run_settings_line(a, defaults, sp, r.go);
     std::fprintf(stderr, "sampling   %s\n", settings.c_str());
   }
-  loom::Sampler sampler(sp);
-  go.stop_strings = a.list("--stop");
+  r.sampler = std::make_unique<loom::Sampler>(sp);
+  r.go.stop_strings = a.list("--stop");
+  return r;
+}
+
+std::string template_flag(const Args& a) {
+  return a.has("--template") ? read_whole_file(a.text("--template")) : std::string();
+}
+
+void print_generation_stats(const loom::GenerateResult& r) {
+  const double pre = r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0;
+  const double gen = r.generate_seconds > 0 ? static_cast<double>(r.tokens.size()) / r.generate_seconds : 0.0;
+  std::fprintf(stderr, "\nloom: prompt %lld tokens, %.1f tok/s; generation %zu tokens, %.1f tok/s; stop: %s\n",
+               static_cast<long long>(r.prompt_tokens), pre, r.tokens.size(), gen,
+               std::string(loom::stop_reason_name(r.stop)).c_str());
+}
+
+int cmd_run(const Args& a) {
+  RunSetup setup = prepare_run(a);
+  loom::Session& session = *setup.session;
+  loom::Sampler& sampler = *setup.sampler;
+  loom::GenerateOptions& go = setup.go;
+  const loom::Tokenizer& tokenizer = *setup.model->tokenizer();
   go.on_text = [](std::string_view text, int32_t) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;
   };
-  auto report = [](const loom::GenerateResult& r) {
-    const double pre = r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0;
-    const double gen = r.generate_seconds > 0 ? static_cast<double>(r.tokens.size()) / r.generate_seconds : 0.0;
-    std::fprintf(stderr, "\nloom: prompt %lld tokens, %.1f tok/s; generation %zu tokens, %.1f tok/s; stop: %s\n",
-                 static_cast<long long>(r.prompt_tokens), pre, r.tokens.size(), gen,
-                 std::string(loom::stop_reason_name(r.stop)).c_str());
-  };
 
   std::string prompt = a.text("--prompt");
-  const bool interactive = a.has("--interactive") || (!a.has("--prompt") && !demo && ::isatty(STDIN_FILENO));
+  if (a.has("--chat")) {
+    // One user turn through the chat template; a base model falls back to plain text.
+    const std::string tmpl = template_flag(a);
+    if (!tmpl.empty() || !tokenizer.chat_template().empty()) {
+      if (!a.has("--prompt")) prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      loom::ChatOptions co;
+      co.template_source = tmpl;
+      if (a.has("--template")) co.template_name = a.text("--template");
+      loom::Chat chat(session, tokenizer, co);
+      if (a.has("--system")) chat.set_system(a.text("--system"));
+      const auto r = chat.send(prompt, sampler, go);
+      std::fputc('\n', stdout);
+      print_generation_stats(r.generation);
+      return 0;
+    }
+    std::fprintf(stderr, "loom: this model has no chat template (a base model?): --chat falls back to plain completion\n");
+  }
+  const bool interactive = a.has("--interactive") || (!a.has("--prompt") && !setup.demo && ::isatty(STDIN_FILENO));
   if (!interactive) {
     if (!a.has("--prompt")) {
-      if (demo) {
+      if (setup.demo) {
         prompt = "Once upon a time";
       } else {
         prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
       }
     }
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-    report(loom::generate(session, sampler, *model->tokenizer(), prompt, go));
+    print_generation_stats(loom::generate(session, sampler, tokenizer, prompt, go));
     return 0;
   }
   std::fprintf(stderr, "loom: interactive: type a prompt and press Enter; an empty line or Ctrl-D ends.\n");
@@ -217,7 +272,7 @@ int cmd_run(const Args& a) {
     go.add_special = first;
     first = false;
     try {
-      report(loom::generate(session, sampler, *model->tokenizer(), line, go));
+      print_generation_stats(loom::generate(session, sampler, tokenizer, line, go));
     } catch (const loom::Error& e) {
       if (e.code() != loom::ErrorCode::context_full) throw;
       std::fprintf(stderr, "\nloom: the context is full; starting a new conversation\n");
@@ -225,6 +280,18 @@ int cmd_run(const Args& a) {
     }
   }
   return 0;
+}
+
+int cmd_chat(const Args& a) {
+  RunSetup setup = prepare_run(a);
+  loom::cli::ChatLoopOptions o;
+  o.template_source = template_flag(a);
+  o.template_name = a.text("--template");
+  o.system_prompt = a.text("--system");
+  o.show_prompt = ::isatty(STDIN_FILENO) != 0;
+  o.stats = !a.has("--quiet");
+  return loom::cli::chat_loop(*setup.session, *setup.model->tokenizer(), *setup.sampler, setup.go, o, std::cin,
+                              stdout, stderr);
 }
 
 int cmd_inspect(const Args& a) {
@@ -330,16 +397,6 @@ int cmd_tokenize(const Args& a) {
 
 // ---- template: render a chat template as transformers' apply_chat_template would ----
 
-std::string read_whole_file(const fs::path& p) {
-  std::FILE* f = std::fopen(p.c_str(), "rb");
-  if (f == nullptr) throw loom::Error(loom::ErrorCode::io, "cannot open " + p.string());
-  std::string data;
-  char buf[65536];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
-  std::fclose(f);
-  return data;
-}
 
 int cmd_template(const Args& a) {
   if (a.has("--template") == a.has("--model")) throw UsageError("template needs --template FILE or --model PATH");
@@ -417,15 +474,12 @@ int cmd_bench(const Args& a) {
   return 0;
 }
 
-std::vector<Command> commands() {
-  return {
-      {"run", "[--model PATH] [--prompt TEXT | --interactive] [sampling flags]",
-       "Loads a model (the built-in demo model, stories260K, when no --model is given: it tells a\n"
-       "story from \"Once upon a time\"), streams generated text to stdout, then prints prompt and\n"
-       "generation tokens/s. Without --prompt it reads stdin, or asks interactively on a terminal.",
-       {kModel,
-        {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
-        {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
+const FlagSpec kSystem{"--system", Kind::text, "system prompt (chat)", {}, "TEXT"};
+const FlagSpec kTemplate{"--template", Kind::text, "chat template file instead of the model's (chat)", {}, "FILE"};
+
+// The flags of everything that generates: sampling, length, threads, report and trace.
+std::vector<FlagSpec> with_generation_flags(std::vector<FlagSpec> flags) {
+  const std::vector<FlagSpec> shared{
         {"--max-tokens", Kind::integer, "tokens to generate (default: the model's generation_config.json, else 128)", {}, "N"},
         {"--temperature", Kind::number, "0 = greedy (default: the model's, else 0.8)", {}, "T"},
         {"--top-k", Kind::integer, "0 = off (default: the model's, else 40)", {}, "K"},
@@ -442,8 +496,30 @@ std::vector<Command> commands() {
         {"--trace-forward", Kind::flag, "per forward pass, stage and layer: shape, min/max/mean, NaN/Inf counts (stderr)"},
         {"--trace-layers", Kind::list, "trace only these blocks, e.g. 0,5 (implies --trace-forward)", {}, "N,M"},
         {"--trace-dump", Kind::text, "also write each traced stage as DIR/<pass>-<stage>[-L<layer>].npy (implies --trace-forward)", {}, "DIR"},
-        kHelp},
+        kHelp};
+  flags.insert(flags.end(), shared.begin(), shared.end());
+  return flags;
+}
+
+std::vector<Command> commands() {
+  return {
+      {"run", "[--model PATH] [--prompt TEXT | --interactive] [sampling flags]",
+       "Loads a model (the built-in demo model, stories260K, when no --model is given: it tells a\n"
+       "story from \"Once upon a time\"), streams generated text to stdout, then prints prompt and\n"
+       "generation tokens/s. Without --prompt it reads stdin, or asks interactively on a terminal.",
+       with_generation_flags({kModel,
+        {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
+        {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
+        {"--chat", Kind::flag, "wrap the prompt in the model's chat template (one user turn)"},
+        kSystem, kTemplate}),
        cmd_run},
+      {"chat", "[--model PATH] [--system TEXT] [--template FILE] [sampling flags]",
+       "An interactive conversation through the model's chat template: each line is a user message,\n"
+       "the reply streams to stdout; /reset forgets the conversation, /system TEXT sets the system\n"
+       "prompt, Ctrl-D quits. Each turn prefills only what the KV cache does not hold. A model\n"
+       "without a template (a base model) is answered by plain completion, and loom says so.",
+       with_generation_flags({kModel, kSystem, kTemplate, {"--quiet", Kind::flag, "no per-turn token counts on stderr"}}),
+       cmd_chat},
       {"inspect", "--model PATH [--json] [--trace]",
        "Loads a model and prints its load report: what was expected and found, where each tensor came\n"
        "from, conversions, tied weights, time and memory.",

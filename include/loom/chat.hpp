@@ -38,6 +38,7 @@ namespace loom {
 struct ChatOptions {
   // The template to render with; empty: the tokenizer's chat template (the model's).
   std::string template_source;
+  std::string template_name = "chat template";  // in error messages (a file name, say)
   // `bos_token` / `eos_token` for the template; empty: the tokenizer's.
   std::string bos_token;
   std::string eos_token;

@@ -10,7 +10,7 @@ namespace loom {
 namespace {
 
 ChatTemplate compile_template(const Tokenizer& tokenizer, const ChatOptions& options) {
-  if (!options.template_source.empty()) return ChatTemplate::compile(options.template_source, "chat template");
+  if (!options.template_source.empty()) return ChatTemplate::compile(options.template_source, options.template_name);
   if (tokenizer.chat_template().empty()) {
     throw Error(ErrorCode::unsupported,
                 "the model has no chat template (a base model?): give one, or use plain completion");

@@ -8,9 +8,16 @@
 
 #include "loom.h"
 #include "loom/demo.hpp"
+#include "format/json.hpp"
 #include "support/test_support.hpp"
 
 namespace {
+
+std::string json_string(std::string_view text) {
+  std::string out;
+  loom::format::append_json_string(out, text);
+  return out;
+}
 
 constexpr const char* kTemplate =
     "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}\n{% endfor %}"
@@ -19,8 +26,8 @@ constexpr const char* kTemplate =
 loom_model* load_chat_model(const loom::test::TempDir& dir) {
   loom::write_demo_model(dir.path());
   std::ofstream(dir / "tokenizer_config.json", std::ios::trunc)
-      << R"({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "chat_template": ")" << kTemplate
-      << "\"}\n";
+      << R"({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "chat_template": )" << json_string(kTemplate)
+      << "}\n";
   loom_load_params lp;
   loom_load_params_init(&lp);
   lp.log_level = LOOM_LOG_OFF;
@@ -32,9 +39,9 @@ loom_model* load_chat_model(const loom::test::TempDir& dir) {
 
 std::string message_content(const loom_chat* chat, size_t i) {
   size_t role_len = 0, len = 0;
-  REQUIRE(loom_chat_message(chat, i, nullptr, 0, &role_len, nullptr, 0, &len, nullptr) == LOOM_OK);
+  REQUIRE(loom_chat_get_message(chat, i, nullptr, 0, &role_len, nullptr, 0, &len, nullptr) == LOOM_OK);
   std::string role(role_len, '\0'), text(len, '\0');
-  REQUIRE(loom_chat_message(chat, i, role.data(), role.size() + 1, &role_len, text.data(), text.size() + 1, &len,
+  REQUIRE(loom_chat_get_message(chat, i, role.data(), role.size() + 1, &role_len, text.data(), text.size() + 1, &len,
                             nullptr) == LOOM_OK);
   return role + ":" + text;
 }
@@ -90,7 +97,7 @@ TEST_CASE("C API: a chat renders, generates, keeps history and reuses the KV cac
   CHECK(r2.reused_tokens == r1.prompt_tokens);
   CHECK(r2.prefilled_tokens == r2.prompt_tokens - r1.prompt_tokens);
   CHECK(r2.prefilled_tokens > 0);
-  CHECK(r2.prefilled_tokens < 16);
+  CHECK(r2.prefilled_tokens < r2.prompt_tokens / 2);
   CHECK(r2.generated_tokens <= 6);
   REQUIRE(loom_chat_message_count(chat) == 5);
   CHECK(message_content(chat, 4) == "assistant:" + streamed);
@@ -98,7 +105,7 @@ TEST_CASE("C API: a chat renders, generates, keeps history and reuses the KV cac
 
   // Errors: bad index, NULLs, a small buffer.
   loom_error* err = nullptr;
-  CHECK(loom_chat_message(chat, 5, nullptr, 0, &len, nullptr, 0, &len, &err) == LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(loom_chat_get_message(chat, 5, nullptr, 0, &len, nullptr, 0, &len, &err) == LOOM_ERR_INVALID_ARGUMENT);
   REQUIRE(err != nullptr);
   CHECK(std::string(loom_error_message(err)).find("past the 5 messages") != std::string::npos);
   loom_error_free(err);

@@ -360,3 +360,88 @@ TEST_CASE("cli: template renders a file or the model's own template exactly") {
   CHECK(loom_cli("template --messages " + quote(msgs.string())).code == 2);
   CHECK(loom_cli("template --template " + quote(tpl.string())).code == 2);
 }
+
+// ---- chat ----
+
+namespace {
+// The demo model with a chat template in its tokenizer_config.json.
+fs::path with_chat_template(const Fixture& f) {
+  const fs::path model = f.dir / "chat-model";
+  fs::copy(f.model, model);
+  std::ofstream(model / "tokenizer_config.json", std::ios::trunc)
+      << R"({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "chat_template": )"
+      << R"("{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}\n{% endfor %})"
+      << R"({% if add_generation_prompt %}<|assistant|>{% endif %}"})" << "\n";
+  return model;
+}
+}  // namespace
+
+TEST_CASE("cli: chat reads turns from stdin, reuses the KV cache between turns, and takes /system and /reset") {
+  Fixture f;
+  const fs::path model = with_chat_template(f);
+  const fs::path input = f.dir / "turns.txt";
+  std::ofstream(input) << "Hello there\n/system Be kind.\nAnd again\n/reset\nOnce more\n/nonsense\n";
+  const Run r = loom_cli("chat --model " + quote(model.string()) +
+                         " --no-report --max-tokens 3 --temperature 0 --threads 1 < " + quote(input.string()));
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "chat: type a message"));
+  // Turn 1 computes everything; turn 2 changed the first message (a system prompt
+  // appeared), so little is reused; after /reset the prompt starts again with BOS.
+  CHECK(contains(r.output, " reused, "));
+  CHECK(contains(r.output, "(0 reused, "));
+  CHECK(contains(r.output, "conversation cleared"));
+  CHECK(contains(r.output, "unknown command '/nonsense'"));
+  size_t turns = 0;
+  for (size_t at = r.output.find("[prompt "); at != std::string::npos; at = r.output.find("[prompt ", at + 1)) ++turns;
+  CHECK(turns == 3);
+}
+
+TEST_CASE("cli: chat turns after the first prefill only the new message") {
+  Fixture f;
+  const fs::path model = with_chat_template(f);
+  const fs::path input = f.dir / "turns.txt";
+  std::ofstream(input) << "First question\nSecond question\n";
+  // max-tokens 0: empty replies end on the EOS special token, so the boundary is exact.
+  const Run r = loom_cli("chat --model " + quote(model.string()) +
+                         " --no-report --max-tokens 0 --threads 1 < " + quote(input.string()));
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const size_t first = r.output.find("[prompt ");
+  REQUIRE(first != std::string::npos);
+  const size_t second = r.output.find("[prompt ", first + 1);
+  REQUIRE(second != std::string::npos);
+  long p1 = 0, reused1 = 0, new1 = 0, p2 = 0, reused2 = 0, new2 = 0;
+  REQUIRE(std::sscanf(r.output.c_str() + first, "[prompt %ld tokens (%ld reused, %ld new)", &p1, &reused1, &new1) == 3);
+  REQUIRE(std::sscanf(r.output.c_str() + second, "[prompt %ld tokens (%ld reused, %ld new)", &p2, &reused2, &new2) == 3);
+  CHECK(reused1 == 0);
+  CHECK(new1 == p1);
+  CHECK(reused2 == p1);
+  CHECK(new2 == p2 - p1);
+}
+
+TEST_CASE("cli: run --chat wraps the prompt in the template, and a base model falls back to plain completion") {
+  Fixture f;
+  const fs::path model = with_chat_template(f);
+  Run r = loom_cli("run --chat --model " + quote(model.string()) +
+                   " --prompt 'Hi' --system 'Be brief.' --max-tokens 2 --threads 1 --no-report");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "generation "));
+  r = loom_cli("run --chat --model " + quote(f.model.string()) + " --prompt 'Hi' --max-tokens 2 --threads 1 --no-report");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "no chat template"));
+  CHECK(contains(r.output, "generation 2 tokens"));
+  const fs::path input = f.dir / "lines.txt";
+  std::ofstream(input) << "Once upon a time\n";
+  r = loom_cli("chat --model " + quote(f.model.string()) + " --no-report --max-tokens 2 --threads 1 < " +
+               quote(input.string()));
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "no chat template"));
+  CHECK(contains(r.output, "[reply 2 tokens"));
+  // A template given on the command line that does not compile is an error.
+  const fs::path bad = f.dir / "bad.jinja";
+  std::ofstream(bad) << "{% for m in messages %}";
+  r = loom_cli("chat --model " + quote(f.model.string()) + " --template " + quote(bad.string()) + " --no-report < /dev/null");
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "bad.jinja:1:"));  // the template's file, line and column
+}
