@@ -167,6 +167,35 @@ TEST_CASE("linear: each token of a batch gives the bits of that token alone") {
   }
 }
 
+TEST_CASE("linear: long rows, summed in column blocks, keep the bits of single tokens") {
+  // 3003 columns: the GEMM splits a row's whole steps into column blocks (1344 columns
+  // for AVX2 tiles of 3 tokens, 640 for AVX-512 tiles of 6) while decode runs them whole.
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const int64_t cols = 3003, rows = 19;
+    const auto w = make_weight(dtype, rows, cols, 5);
+    const auto x = tq::gaussian(static_cast<size_t>(13 * cols), 6);
+    for (auto isa : loom::supported_isas()) {
+      IsaScope scope(isa);
+      loom::ThreadPool one(1);
+      std::vector<float> alone(static_cast<size_t>(13 * rows));
+      for (int64_t i = 0; i < 13; ++i) {
+        loom::kernels::linear(w.tensor, nullptr, x.data() + i * cols, cols, 1,
+                              alone.data() + i * rows, rows, one);
+      }
+      for (int64_t m : {2, 3, 4, 7, 13}) {
+        for (int threads : {1, 2}) {
+          loom::ThreadPool pool(threads);
+          std::vector<float> y(static_cast<size_t>(m * rows));
+          loom::kernels::linear(w.tensor, nullptr, x.data(), cols, m, y.data(), rows, pool);
+          INFO(loom::dtype_name(dtype) << " isa " << loom::isa_name(isa) << " M " << m
+                                       << " threads " << threads);
+          CHECK(same_bits(y.data(), alone.data(), m * rows));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("linear: strided batches keep the bits of single tokens") {
   // x and y rows with padding between them, as the forward pass's buffers may have.
   for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_k}) {

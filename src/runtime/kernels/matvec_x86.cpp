@@ -13,11 +13,12 @@
 // f16 / bf16 weights are widened exactly to f32 in registers (F16C / a shift), so the
 // widening cannot change a bit.
 //
-// tile<L, T> computes T tokens against one weight row with 4T accumulators: each weight
-// vector is loaded (and widened) once for T tokens. The matvec is tile<L, 1>; the GEMM
-// walks tokens in tiles of kTokens (T = 3 on AVX2: 12 of the 16 ymm; T = 6 on AVX-512:
-// 24 of the 32 zmm) and the remaining 1..kTokens-1 tokens with tile<L, rest>, which
-// applies the same per-token sequence of FMAs. Nothing depends on the thread split.
+// rows_<isa><L, T> computes T tokens against weight rows with 4T accumulators per row
+// (steps_* then finish_*): each weight vector is loaded (and widened) once for T tokens.
+// The matvec is T = 1; the GEMM walks tokens in tiles of kTokens (T = 3 on AVX2: 12 of
+// the 16 ymm; T = 6 on AVX-512: 24 of the 32 zmm) and the remaining 1..kTokens-1 tokens
+// with T = rest. Every T applies the same sequence of FMAs to each token's lanes, so the
+// tile shape cannot change a bit. Nothing depends on the thread split either.
 //
 // Decode streams every weight byte once per token, so the matvec is about memory
 // bandwidth. It walks its rows one after another, so a thread's whole share of the
@@ -29,10 +30,12 @@
 // short streams.) x stays in L1; the four accumulators per row hide the FMA latency.
 //
 // The GEMM walks rows in blocks of about kBlockBytes of weights (kept in L2 while every
-// token tile passes over them); a token tile's activations stay in L1/L2 for the block.
+// token tile passes over them) and, for long rows, columns in blocks whose token rows
+// fit in L1 (see rows_* below).
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "common/simd.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
@@ -76,39 +79,49 @@ struct Bf16x16 {
   }
 };
 
-// One weight row against T tokens (x rows x_stride apart); out[t] for t < T.
+// One weight row against T tokens (x rows x_stride apart), in three parts so the GEMM
+// can split the whole steps of a long row into column blocks (the accumulators wait in
+// memory between blocks, which changes no bit): zero, steps over [c0, c1) (whole steps
+// of 4V columns), finish (the remaining columns and the horizontal sums into out[t]).
+template <int T>
+struct Acc512 {
+  __m512 a[4][T];
+};
+
 template <typename L, int T>
-LOOM_TARGET_AVX512 inline void tile_avx512(const typename L::T* row, const float* x,
-                                           int64_t x_stride, int64_t cols, float* out) {
+LOOM_TARGET_AVX512 inline void steps_avx512(const typename L::T* row, const float* x,
+                                            int64_t x_stride, int64_t c0, int64_t c1,
+                                            Acc512<T>& acc) {
   constexpr int64_t kV = 16;
-  constexpr int64_t kStep = 4 * kV;
-  const int64_t full = cols / kStep * kStep;
-  __m512 a0[T], a1[T], a2[T], a3[T];
-  for (int t = 0; t < T; ++t) a0[t] = a1[t] = a2[t] = a3[t] = _mm512_setzero_ps();
-  int64_t c = 0;
-  for (; c < full; c += kStep) {
-    const __m512 w0 = L::load(row + c);
-    for (int t = 0; t < T; ++t) a0[t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + t * x_stride + c), a0[t]);
-    const __m512 w1 = L::load(row + c + kV);
-    for (int t = 0; t < T; ++t) a1[t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + t * x_stride + c + kV), a1[t]);
-    const __m512 w2 = L::load(row + c + 2 * kV);
-    for (int t = 0; t < T; ++t) a2[t] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x + t * x_stride + c + 2 * kV), a2[t]);
-    const __m512 w3 = L::load(row + c + 3 * kV);
-    for (int t = 0; t < T; ++t) a3[t] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x + t * x_stride + c + 3 * kV), a3[t]);
+  for (int64_t c = c0; c < c1; c += 4 * kV) {
+    for (int j = 0; j < 4; ++j) {
+      const __m512 w = L::load(row + c + j * kV);
+      for (int t = 0; t < T; ++t) {
+        acc.a[j][t] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * x_stride + c + j * kV), acc.a[j][t]);
+      }
+    }
   }
+}
+
+template <typename L, int T>
+LOOM_TARGET_AVX512 inline void finish_avx512(const typename L::T* row, const float* x,
+                                             int64_t x_stride, int64_t c, int64_t cols,
+                                             Acc512<T>& acc, float* out, int64_t out_stride) {
+  constexpr int64_t kV = 16;
   for (; c + kV <= cols; c += kV) {
     const __m512 w = L::load(row + c);
-    for (int t = 0; t < T; ++t) a0[t] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * x_stride + c), a0[t]);
+    for (int t = 0; t < T; ++t) acc.a[0][t] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * x_stride + c), acc.a[0][t]);
   }
   if (c < cols) {
     const auto tail = static_cast<__mmask16>((1u << (cols - c)) - 1);
     const __m512 w = L::load_masked(row + c, tail);
     for (int t = 0; t < T; ++t) {
-      a1[t] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(tail, x + t * x_stride + c), a1[t]);
+      acc.a[1][t] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(tail, x + t * x_stride + c), acc.a[1][t]);
     }
   }
   for (int t = 0; t < T; ++t) {
-    out[t] = simd::hsum512(_mm512_add_ps(_mm512_add_ps(a0[t], a1[t]), _mm512_add_ps(a2[t], a3[t])));
+    out[t * out_stride] = simd::hsum512(_mm512_add_ps(_mm512_add_ps(acc.a[0][t], acc.a[1][t]),
+                                                      _mm512_add_ps(acc.a[2][t], acc.a[3][t])));
   }
 }
 
@@ -138,86 +151,160 @@ struct Tail8 {
   Tail8(const E* p, int64_t n) { std::memcpy(v, p, static_cast<size_t>(n) * sizeof(E)); }
 };
 
+template <int T>
+struct Acc256 {
+  __m256 a[4][T];
+};
+
 template <typename L, int T>
-LOOM_TARGET_AVX2 inline void tile_avx2(const typename L::T* row, const float* x, int64_t x_stride,
-                                       int64_t cols, float* out) {
+LOOM_TARGET_AVX2 inline void steps_avx2(const typename L::T* row, const float* x, int64_t x_stride,
+                                        int64_t c0, int64_t c1, Acc256<T>& acc) {
   constexpr int64_t kV = 8;
-  constexpr int64_t kStep = 4 * kV;
-  const int64_t full = cols / kStep * kStep;
-  __m256 a0[T], a1[T], a2[T], a3[T];
-  for (int t = 0; t < T; ++t) a0[t] = a1[t] = a2[t] = a3[t] = _mm256_setzero_ps();
-  int64_t c = 0;
-  for (; c < full; c += kStep) {
-    const __m256 w0 = L::load(row + c);
-    for (int t = 0; t < T; ++t) a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * x_stride + c), a0[t]);
-    const __m256 w1 = L::load(row + c + kV);
-    for (int t = 0; t < T; ++t) a1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * x_stride + c + kV), a1[t]);
-    const __m256 w2 = L::load(row + c + 2 * kV);
-    for (int t = 0; t < T; ++t) a2[t] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x + t * x_stride + c + 2 * kV), a2[t]);
-    const __m256 w3 = L::load(row + c + 3 * kV);
-    for (int t = 0; t < T; ++t) a3[t] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + t * x_stride + c + 3 * kV), a3[t]);
+  for (int64_t c = c0; c < c1; c += 4 * kV) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 w = L::load(row + c + j * kV);
+      for (int t = 0; t < T; ++t) {
+        acc.a[j][t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + t * x_stride + c + j * kV), acc.a[j][t]);
+      }
+    }
   }
+}
+
+template <typename L, int T>
+LOOM_TARGET_AVX2 inline void finish_avx2(const typename L::T* row, const float* x, int64_t x_stride,
+                                         int64_t c, int64_t cols, Acc256<T>& acc, float* out,
+                                         int64_t out_stride) {
+  constexpr int64_t kV = 8;
   for (; c + kV <= cols; c += kV) {
     const __m256 w = L::load(row + c);
-    for (int t = 0; t < T; ++t) a0[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + t * x_stride + c), a0[t]);
+    for (int t = 0; t < T; ++t) acc.a[0][t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + t * x_stride + c), acc.a[0][t]);
   }
   if (c < cols) {
     const Tail8<typename L::T> wt(row + c, cols - c);
     const __m256 w = L::load(wt.v);
     for (int t = 0; t < T; ++t) {
       const Tail8<float> xt(x + t * x_stride + c, cols - c);
-      a1[t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xt.v), a1[t]);
+      acc.a[1][t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xt.v), acc.a[1][t]);
     }
   }
   for (int t = 0; t < T; ++t) {
-    out[t] = simd::hsum256(_mm256_add_ps(_mm256_add_ps(a0[t], a1[t]), _mm256_add_ps(a2[t], a3[t])));
+    out[t * out_stride] = simd::hsum256(_mm256_add_ps(_mm256_add_ps(acc.a[0][t], acc.a[1][t]),
+                                                      _mm256_add_ps(acc.a[2][t], acc.a[3][t])));
   }
 }
 
-// ---- drivers, shared by both ISAs through a Tiles policy ----
+// ---- drivers ----
+//
+// rows<T>: rows [0, n_rows) against tokens [0, T): y[t * y_stride + r]. A row's whole
+// steps run in one go when the T token rows of a column block fit in L1 (kL1Bytes),
+// else in column blocks of that size, every row of the block visiting a column block
+// before the next one (the token rows stay in L1 for all of them); `state` (n_rows x
+// 4 x T x V floats) holds the accumulators in between. Same FMAs per lane in the same
+// order either way.
+constexpr int64_t kL1Bytes = 16 * 1024;
+
+template <typename L, int T>
+LOOM_TARGET_AVX512 void rows_avx512(const typename L::T* w, int64_t stride, const float* x,
+                                    int64_t xs, float* y, int64_t ys, int64_t n_rows,
+                                    int64_t cols, float* state) {
+  constexpr int64_t kV = 16;
+  constexpr int64_t kStep = 4 * kV;
+  constexpr int64_t kBlock = std::max<int64_t>(kStep, kL1Bytes / (T * 4) / kStep * kStep);
+  constexpr int64_t kPerRow = 4 * T * kV;
+  const int64_t full = cols / kStep * kStep;
+  const bool blocked = full > kBlock && state != nullptr;
+  for (int64_t c0 = 0; c0 < full || c0 == 0; c0 += kBlock) {
+    const int64_t c1 = blocked ? std::min(full, c0 + kBlock) : full;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      float* s = blocked ? state + r * kPerRow : nullptr;
+      Acc512<T> acc;
+      for (int j = 0; j < 4; ++j) {
+        for (int t = 0; t < T; ++t) {
+          acc.a[j][t] = c0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(s + (j * T + t) * kV);
+        }
+      }
+      steps_avx512<L, T>(w + r * stride, x, xs, c0, c1, acc);
+      if (c1 == full) {
+        finish_avx512<L, T>(w + r * stride, x, xs, full, cols, acc, y + r, ys);
+      } else {
+        for (int j = 0; j < 4; ++j) {
+          for (int t = 0; t < T; ++t) _mm512_storeu_ps(s + (j * T + t) * kV, acc.a[j][t]);
+        }
+      }
+    }
+    if (c1 == full) break;
+  }
+}
+
+template <typename L, int T>
+LOOM_TARGET_AVX2 void rows_avx2(const typename L::T* w, int64_t stride, const float* x,
+                                int64_t xs, float* y, int64_t ys, int64_t n_rows, int64_t cols,
+                                float* state) {
+  constexpr int64_t kV = 8;
+  constexpr int64_t kStep = 4 * kV;
+  constexpr int64_t kBlock = std::max<int64_t>(kStep, kL1Bytes / (T * 4) / kStep * kStep);
+  constexpr int64_t kPerRow = 4 * T * kV;
+  const int64_t full = cols / kStep * kStep;
+  const bool blocked = full > kBlock && state != nullptr;
+  for (int64_t c0 = 0; c0 < full || c0 == 0; c0 += kBlock) {
+    const int64_t c1 = blocked ? std::min(full, c0 + kBlock) : full;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      float* s = blocked ? state + r * kPerRow : nullptr;
+      Acc256<T> acc;
+      for (int j = 0; j < 4; ++j) {
+        for (int t = 0; t < T; ++t) {
+          acc.a[j][t] = c0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(s + (j * T + t) * kV);
+        }
+      }
+      steps_avx2<L, T>(w + r * stride, x, xs, c0, c1, acc);
+      if (c1 == full) {
+        finish_avx2<L, T>(w + r * stride, x, xs, full, cols, acc, y + r, ys);
+      } else {
+        for (int j = 0; j < 4; ++j) {
+          for (int t = 0; t < T; ++t) _mm256_storeu_ps(s + (j * T + t) * kV, acc.a[j][t]);
+        }
+      }
+    }
+    if (c1 == full) break;
+  }
+}
 
 template <typename L>
 struct Avx512Tiles {
   static constexpr int kTokens = 6;
+  static constexpr int64_t kLanes = 16;
   template <int T>
-  LOOM_TARGET_AVX512 static void run(const typename L::T* row, const float* x, int64_t xs,
-                                     int64_t cols, float* out) {
-    tile_avx512<L, T>(row, x, xs, cols, out);
+  static void rows(const typename L::T* w, int64_t stride, const float* x, int64_t xs, float* y,
+                   int64_t ys, int64_t n_rows, int64_t cols, float* state) {
+    rows_avx512<L, T>(w, stride, x, xs, y, ys, n_rows, cols, state);
   }
 };
 template <typename L>
 struct Avx2Tiles {
   static constexpr int kTokens = 3;
+  static constexpr int64_t kLanes = 8;
   template <int T>
-  LOOM_TARGET_AVX2 static void run(const typename L::T* row, const float* x, int64_t xs,
-                                   int64_t cols, float* out) {
-    tile_avx2<L, T>(row, x, xs, cols, out);
+  static void rows(const typename L::T* w, int64_t stride, const float* x, int64_t xs, float* y,
+                   int64_t ys, int64_t n_rows, int64_t cols, float* state) {
+    rows_avx2<L, T>(w, stride, x, xs, y, ys, n_rows, cols, state);
   }
 };
 
+// Decode: one row after another, whole (no column blocks: x is one token, in L1).
 template <typename P, typename E>
 void matvec(const E* w, int64_t stride, const float* x, float* y, int64_t n_rows, int64_t cols) {
-  for (int64_t r = 0; r < n_rows; ++r) P::template run<1>(w + r * stride, x, 0, cols, y + r);
-}
-
-// Tokens [t0, t0 + T) of rows [0, n_rows) of one block: Y[t, r] for each.
-template <typename P, int T, typename E>
-void gemm_token_tile(const E* w, int64_t stride, const float* x, int64_t x_stride, float* y,
-                     int64_t y_stride, int64_t n_rows, int64_t cols) {
-  float out[T];
-  for (int64_t r = 0; r < n_rows; ++r) {
-    P::template run<T>(w + r * stride, x, x_stride, cols, out);
-    for (int t = 0; t < T; ++t) y[t * y_stride + r] = out[t];
-  }
+  P::template rows<1>(w, stride, x, 0, y, 0, n_rows, cols, nullptr);
 }
 
 // The remaining 1..kTokens-1 tokens, through a table (T must be a compile-time constant).
 template <typename P, typename E, int... I>
-void gemm_rest(int rest, const E* w, int64_t stride, const float* x, int64_t x_stride, float* y,
-               int64_t y_stride, int64_t n_rows, int64_t cols, std::integer_sequence<int, I...>) {
-  using Fn = void (*)(const E*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t);
-  static constexpr Fn kFns[] = {&gemm_token_tile<P, I + 1, E>...};
-  kFns[rest - 1](w, stride, x, x_stride, y, y_stride, n_rows, cols);
+void rows_rest(int rest, const E* w, int64_t stride, const float* x, int64_t xs, float* y,
+               int64_t ys, int64_t n_rows, int64_t cols, float* state,
+               std::integer_sequence<int, I...>) {
+  using Fn = void (*)(const E*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
+                      float*);
+  static constexpr Fn kFns[] = {&P::template rows<I + 1>...};
+  kFns[rest - 1](w, stride, x, xs, y, ys, n_rows, cols, state);
 }
 
 template <typename P, typename E>
@@ -225,17 +312,19 @@ void gemm(const E* w, int64_t stride, const float* x, int64_t x_stride, int64_t 
           int64_t y_stride, int64_t n_rows, int64_t cols) {
   constexpr int kT = P::kTokens;
   const int64_t block = block_rows(cols, static_cast<int64_t>(sizeof(E)));
+  thread_local std::vector<float> state;
+  state.resize(static_cast<size_t>(std::min(block, n_rows) * 4 * kT * P::kLanes));
   for (int64_t r0 = 0; r0 < n_rows; r0 += block) {
     const int64_t nr = std::min(block, n_rows - r0);
     const E* wb = w + r0 * stride;
     int64_t t0 = 0;
     for (; t0 + kT <= n_tokens; t0 += kT) {
-      gemm_token_tile<P, kT>(wb, stride, x + t0 * x_stride, x_stride, y + t0 * y_stride + r0,
-                             y_stride, nr, cols);
+      P::template rows<kT>(wb, stride, x + t0 * x_stride, x_stride, y + t0 * y_stride + r0,
+                           y_stride, nr, cols, state.data());
     }
     if (t0 < n_tokens) {
-      gemm_rest<P>(static_cast<int>(n_tokens - t0), wb, stride, x + t0 * x_stride, x_stride,
-                   y + t0 * y_stride + r0, y_stride, nr, cols,
+      rows_rest<P>(static_cast<int>(n_tokens - t0), wb, stride, x + t0 * x_stride, x_stride,
+                   y + t0 * y_stride + r0, y_stride, nr, cols, state.data(),
                    std::make_integer_sequence<int, kT - 1>{});
     }
   }
