@@ -212,11 +212,21 @@ LOOM_TARGET_AVX512 void rows_avx512(const typename L::T* w, int64_t stride, cons
   constexpr int64_t kBlock = std::max<int64_t>(kStep, kL1Bytes / (T * 4) / kStep * kStep);
   constexpr int64_t kPerRow = 4 * T * kV;
   const int64_t full = cols / kStep * kStep;
-  const bool blocked = full > kBlock && state != nullptr;
-  for (int64_t c0 = 0; c0 < full || c0 == 0; c0 += kBlock) {
-    const int64_t c1 = blocked ? std::min(full, c0 + kBlock) : full;
+  if (full <= kBlock || state == nullptr) {
     for (int64_t r = 0; r < n_rows; ++r) {
-      float* s = blocked ? state + r * kPerRow : nullptr;
+      Acc512<T> acc;
+      for (auto& chain : acc.a) {
+        for (auto& v : chain) v = _mm512_setzero_ps();
+      }
+      steps_avx512<L, T>(w + r * stride, x, xs, 0, full, acc);
+      finish_avx512<L, T>(w + r * stride, x, xs, full, cols, acc, y + r, ys);
+    }
+    return;
+  }
+  for (int64_t c0 = 0; c0 < full; c0 += kBlock) {
+    const int64_t c1 = std::min(full, c0 + kBlock);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      float* s = state + r * kPerRow;
       Acc512<T> acc;
       for (int j = 0; j < 4; ++j) {
         for (int t = 0; t < T; ++t) {
@@ -232,7 +242,6 @@ LOOM_TARGET_AVX512 void rows_avx512(const typename L::T* w, int64_t stride, cons
         }
       }
     }
-    if (c1 == full) break;
   }
 }
 
@@ -245,11 +254,21 @@ LOOM_TARGET_AVX2 void rows_avx2(const typename L::T* w, int64_t stride, const fl
   constexpr int64_t kBlock = std::max<int64_t>(kStep, kL1Bytes / (T * 4) / kStep * kStep);
   constexpr int64_t kPerRow = 4 * T * kV;
   const int64_t full = cols / kStep * kStep;
-  const bool blocked = full > kBlock && state != nullptr;
-  for (int64_t c0 = 0; c0 < full || c0 == 0; c0 += kBlock) {
-    const int64_t c1 = blocked ? std::min(full, c0 + kBlock) : full;
+  if (full <= kBlock || state == nullptr) {
     for (int64_t r = 0; r < n_rows; ++r) {
-      float* s = blocked ? state + r * kPerRow : nullptr;
+      Acc256<T> acc;
+      for (auto& chain : acc.a) {
+        for (auto& v : chain) v = _mm256_setzero_ps();
+      }
+      steps_avx2<L, T>(w + r * stride, x, xs, 0, full, acc);
+      finish_avx2<L, T>(w + r * stride, x, xs, full, cols, acc, y + r, ys);
+    }
+    return;
+  }
+  for (int64_t c0 = 0; c0 < full; c0 += kBlock) {
+    const int64_t c1 = std::min(full, c0 + kBlock);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      float* s = state + r * kPerRow;
       Acc256<T> acc;
       for (int j = 0; j < 4; ++j) {
         for (int t = 0; t < T; ++t) {
@@ -265,7 +284,6 @@ LOOM_TARGET_AVX2 void rows_avx2(const typename L::T* w, int64_t stride, const fl
         }
       }
     }
-    if (c1 == full) break;
   }
 }
 
