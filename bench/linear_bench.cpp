@@ -1,8 +1,11 @@
 // Weight-product kernels in isolation: decode (matrix-vector, GB/s of weight bytes) and
-// prefill (matrix-matrix, GFLOP/s) for f32, f16 and bf16 weights, on 1 thread.
+// prefill (the batch-invariant matrix-matrix kernel, GFLOP/s; 128 tokens, and 8 as in a
+// small continuous batch) for f32, f16 and bf16 weights, on 1 and 2 threads.
 //   build/bench/loom_linear_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "loom/convert.hpp"
@@ -40,7 +43,7 @@ void BM_decode(benchmark::State& state) {
 
 void BM_prefill(benchmark::State& state) {
   const auto dtype = static_cast<loom::DType>(state.range(0));
-  const int64_t rows = state.range(1), cols = state.range(2), tokens = 128;
+  const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(4);
   auto w = weight(dtype, rows, cols);
   std::vector<float> x(static_cast<size_t>(cols * tokens), 0.01f), y(static_cast<size_t>(rows * tokens));
   loom::ThreadPool pool(static_cast<int>(state.range(3)));
@@ -53,18 +56,23 @@ void BM_prefill(benchmark::State& state) {
   state.SetLabel(std::string(loom::dtype_name(dtype)));
 }
 
-void args(benchmark::internal::Benchmark* b) {
+// {dtype, rows, cols, threads[, tokens]}
+void shapes(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> tokens) {
   for (auto dt : {loom::DType::f32, loom::DType::f16, loom::DType::bf16}) {
     for (int threads : {1, 2}) {
-      b->Args({static_cast<int64_t>(dt), 4096, 4096, threads});
-      b->Args({static_cast<int64_t>(dt), 2816, 1024, threads});
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {2816, 1024}}) {
+        if (tokens.size() == 0) b->Args({static_cast<int64_t>(dt), rows, cols, threads});
+        for (int64_t n : tokens) b->Args({static_cast<int64_t>(dt), rows, cols, threads, n});
+      }
     }
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
+void decode_args(benchmark::internal::Benchmark* b) { shapes(b, {}); }
+void prefill_args(benchmark::internal::Benchmark* b) { shapes(b, {128, 8}); }
 
 }  // namespace
 
-BENCHMARK(BM_decode)->Apply(args);
-BENCHMARK(BM_prefill)->Apply(args);
+BENCHMARK(BM_decode)->Apply(decode_args);
+BENCHMARK(BM_prefill)->Apply(prefill_args);
 BENCHMARK_MAIN();

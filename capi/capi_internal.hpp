@@ -12,6 +12,7 @@
 
 #include "loom.h"
 #include "loom/error.hpp"
+#include "loom/generate.hpp"
 #include "loom/manifest.hpp"
 #include "loom/model.hpp"
 #include "loom/sampler.hpp"
@@ -73,6 +74,11 @@ void write_result(T* dst, const T& src) {
 }
 
 loom_status status_of(ErrorCode code) noexcept;
+
+// The C generate params as the C++ loop's options (stop strings copied, the callback
+// wrapped); throws Error(invalid_argument) for a negative max_tokens or NULL strings.
+GenerateOptions generate_options(const loom_generate_params& p);
+int32_t stop_to_c(StopReason reason);
 loom_status store_error(loom_error** err, loom_status status, std::string message,
                         const ErrorContext* context = nullptr,
                         const std::vector<ManifestProblem>* problems = nullptr) noexcept;

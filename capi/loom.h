@@ -369,6 +369,119 @@ LOOM_API loom_status loom_embed(loom_session *session, const int32_t *tokens, si
                                 int32_t pooling, int32_t normalize, float *out, size_t cap,
                                 size_t *dim, loom_error **err);
 
+/* ---- generation defaults (generation_config.json) ------------------------------- */
+
+/* Applies the model's generation defaults — the values its generation_config.json sets —
+ * to caller structs already filled by loom_sampler_params_init /
+ * loom_generate_params_init (or by the caller): temperature (0 when do_sample is
+ * false), top_k, top_p and repeat_penalty (the file's repetition_penalty) into
+ * `sampler`; max_tokens (max_new_tokens, else max_length) into `gen`. A value the file
+ * does not set leaves the caller's field as it was, so a host applies this first and
+ * its own explicit choices after. Fields beyond a struct's struct_size are not touched.
+ * Either struct may be NULL. The eos_token_id of the file is already among
+ * loom_model_eos_ids. The load report (loom_model_load_report) names each value's
+ * source under "generation". Any thread. */
+LOOM_API loom_status loom_model_generation_defaults(const loom_model *model, loom_sampler_params *sampler,
+                                                    loom_generate_params *gen);
+
+/* ---- chat templates ---- */
+
+/* A conversation turn; both strings NUL-terminated UTF-8. */
+typedef struct loom_chat_message {
+  const char *role;    /* "system", "user", "assistant", "tool", ... */
+  const char *content;
+} loom_chat_message;
+
+typedef struct loom_chat_template_params {
+  uint32_t struct_size;
+  int32_t add_generation_prompt;  /* default 1: end with the assistant's turn header */
+  const char *bos_token;          /* NULL: the model's */
+  const char *eos_token;          /* NULL: the model's */
+  const char *tools_json;         /* NULL: none; else a JSON array, the `tools` variable */
+  const char *extra_context_json; /* NULL: none; else a JSON object of more variables */
+} loom_chat_template_params;
+
+LOOM_API void loom_chat_template_params_init(loom_chat_template_params *p);
+/* Renders `template_source` (NULL: the model's own template; LOOM_ERR_UNSUPPORTED when it
+ * has none) over the conversation, byte for byte as transformers' apply_chat_template
+ * renders it (Jinja2, trim_blocks and lstrip_blocks on). `model` may be NULL when
+ * template_source is given. The text goes into `buf` (NUL-terminated) with the size-query
+ * convention: buf == NULL sets *len to the length and returns LOOM_OK; a buffer smaller
+ * than *len + 1 gives LOOM_ERR_BUFFER_TOO_SMALL with *len set. A syntax error, an error
+ * the template raises (raise_exception) or a sandbox limit gives LOOM_ERR_TEMPLATE with
+ * the template's message. Any thread; the model is only read. */
+LOOM_API loom_status loom_chat_apply_template(const loom_model *model, const char *template_source,
+                                             const loom_chat_message *messages, size_t n_messages,
+                                             const loom_chat_template_params *params, char *buf,
+                                             size_t cap, size_t *len, loom_error **err);
+/* The same with the conversation as a JSON array of message objects (tool calls etc.). */
+LOOM_API loom_status loom_chat_apply_template_json(const loom_model *model, const char *template_source,
+                                                  const char *messages_json,
+                                                  const loom_chat_template_params *params, char *buf,
+                                                  size_t cap, size_t *len, loom_error **err);
+
+
+/* ---- chat sessions --------------------------------------------------------------- */
+
+/* A multi-turn conversation on one session: the message history, rendered with a chat
+ * template (the model's own by default) before each reply. Each reply feeds the session
+ * only the tokens its KV cache does not already hold (the longest common prefix of the
+ * new rendering's ids and the session's is kept), so a turn prefills just what is new.
+ * The chat borrows the session: the session must outlive the chat, and the host should
+ * not feed it in between (or the chat recomputes from the start). One thread at a time,
+ * like its session. See docs/chat.md. */
+typedef struct loom_chat loom_chat;
+
+typedef struct loom_chat_params {
+  uint32_t struct_size;
+  const char *template_source;    /* NULL: the model's chat template */
+  const char *bos_token;          /* NULL: the tokenizer's BOS text */
+  const char *eos_token;          /* NULL: the tokenizer's EOS text */
+  const char *extra_context_json; /* NULL: none; a JSON object of more template variables */
+} loom_chat_params;
+
+typedef struct loom_chat_result {
+  uint32_t struct_size;
+  int32_t prompt_tokens;    /* the rendered conversation, in tokens */
+  int32_t reused_tokens;    /* of those, already in the KV cache */
+  int32_t prefilled_tokens; /* of those, fed this turn */
+  int32_t generated_tokens;
+  int32_t stop_reason;      /* LOOM_STOP_* */
+  double prompt_seconds;
+  double generate_seconds;
+} loom_chat_result;
+
+LOOM_API void loom_chat_params_init(loom_chat_params *p);
+LOOM_API void loom_chat_result_init(loom_chat_result *r);
+/* LOOM_ERR_UNSUPPORTED when no template is given and the model has none (a base model);
+ * LOOM_ERR_TEMPLATE when the template does not compile. Any thread. */
+LOOM_API loom_status loom_chat_create(loom_session *session, const loom_chat_params *params,
+                                      loom_chat **out, loom_error **err);
+LOOM_API void loom_chat_free(loom_chat *chat);
+/* Appends a message without generating (a system prompt, few-shot turns, a tool result). */
+LOOM_API loom_status loom_chat_add_message(loom_chat *chat, const char *role, const char *content,
+                                           loom_error **err);
+/* Replaces the system message (inserted first when there is none); NULL or "" removes it. */
+LOOM_API loom_status loom_chat_set_system(loom_chat *chat, const char *content, loom_error **err);
+/* Forgets the history; the KV cache is still reused where the next rendering allows. */
+LOOM_API loom_status loom_chat_clear(loom_chat *chat);
+LOOM_API size_t loom_chat_message_count(const loom_chat *chat);
+/* Role and content of message `index` (size-query convention for each; either buffer may
+ * be NULL). */
+LOOM_API loom_status loom_chat_get_message(const loom_chat *chat, size_t index, char *role, size_t role_cap,
+                                           size_t *role_len, char *content, size_t content_cap,
+                                           size_t *content_len, loom_error **err);
+/* The template's rendering of the history. */
+LOOM_API loom_status loom_chat_render(const loom_chat *chat, int32_t add_generation_prompt, char *buf,
+                                      size_t cap, size_t *len, loom_error **err);
+/* Generates the assistant's reply to the history, streaming it through params->on_text,
+ * and appends it to the history (read it back with loom_chat_get_message). From `params`
+ * max_tokens, stop_strings and on_text apply; tokenize_flags and continue_session are
+ * ignored (the chat decides). On an error the history is unchanged. `result` may be NULL. */
+LOOM_API loom_status loom_chat_reply(loom_chat *chat, loom_sampler *sampler,
+                                     const loom_generate_params *params, loom_chat_result *result,
+                                     loom_error **err);
+
 #ifdef __cplusplus
 }
 #endif

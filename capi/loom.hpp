@@ -78,6 +78,26 @@ inline sampler_ptr make_sampler(const loom_sampler_params* params = nullptr) {
   return sampler_ptr(s);
 }
 
+// ---- chat templates ----
+
+// Renders a chat template (nullptr: the model's own) over `messages_json`, a JSON array
+// of message objects; throws loom::c::error (LOOM_ERR_TEMPLATE for the template's errors).
+inline std::string apply_chat_template(const loom_model* model, const char* template_source,
+                                       const std::string& messages_json,
+                                       const loom_chat_template_params* params = nullptr) {
+  size_t len = 0;
+  loom_error* err = nullptr;
+  loom_status status = loom_chat_apply_template_json(model, template_source, messages_json.c_str(), params,
+                                                     nullptr, 0, &len, &err);
+  check(status, err);
+  std::string out(len + 1, '\0');
+  status = loom_chat_apply_template_json(model, template_source, messages_json.c_str(), params, out.data(),
+                                         out.size(), &len, &err);
+  check(status, err);
+  out.resize(len);
+  return out;
+}
+
 }  // namespace loom::c
 
 #endif  // LOOM_HPP

@@ -37,6 +37,15 @@ loom::LogLevel log_level_from_c(int32_t v) {
   return static_cast<loom::LogLevel>(v);
 }
 
+// Sets `s->*field` when the caller's struct_size covers the whole field (older callers
+// pass smaller structs; the bytes beyond their struct_size are not theirs to lend).
+template <typename S, typename F>
+void set_within_size(S* s, F S::*field, F value) {
+  const auto* base = reinterpret_cast<const char*>(s);
+  const auto end = static_cast<size_t>(reinterpret_cast<const char*>(&(s->*field)) - base) + sizeof(F);
+  if (s->struct_size >= end) s->*field = value;
+}
+
 }  // namespace
 
 extern "C" {
@@ -138,6 +147,25 @@ LOOM_API loom_status loom_model_load_report(const loom_model* model, int32_t tra
     const auto& report = model->model->load_report();
     if (!report) throw loom::Error(loom::ErrorCode::unsupported, "this model has no load report");
     loom::capi::copy_out_string(report->to_json(trace != 0), buf, cap, len);
+  });
+}
+
+LOOM_API loom_status loom_model_generation_defaults(const loom_model* model, loom_sampler_params* sampler,
+                                                    loom_generate_params* gen) {
+  return guard(nullptr, [&] {
+    require(model, "model");
+    const loom::GenerationDefaults& g = model->model->generation_defaults();
+    if (sampler != nullptr) {
+      if (g.temperature.from_file()) set_within_size(sampler, &loom_sampler_params::temperature, g.temperature.value);
+      if (g.top_k.from_file()) set_within_size(sampler, &loom_sampler_params::top_k, g.top_k.value);
+      if (g.top_p.from_file()) set_within_size(sampler, &loom_sampler_params::top_p, g.top_p.value);
+      if (g.repetition_penalty.from_file()) {
+        set_within_size(sampler, &loom_sampler_params::repeat_penalty, g.repetition_penalty.value);
+      }
+    }
+    if (gen != nullptr && g.max_new_tokens.from_file()) {
+      set_within_size(gen, &loom_generate_params::max_tokens, g.max_new_tokens.value);
+    }
   });
 }
 

@@ -51,6 +51,9 @@ class CStage final : public loom::SamplerStage {
   std::vector<loom_candidate> buffer_;
 };
 
+}  // namespace
+
+namespace loom::capi {
 
 int32_t stop_to_c(loom::StopReason r) {
   switch (r) {
@@ -63,7 +66,29 @@ int32_t stop_to_c(loom::StopReason r) {
   return LOOM_STOP_MAX_TOKENS;
 }
 
-}  // namespace
+GenerateOptions generate_options(const loom_generate_params& p) {
+  if (p.max_tokens < 0) throw loom::Error(loom::ErrorCode::invalid_argument, "max_tokens is negative");
+  loom::GenerateOptions o;
+  o.max_tokens = p.max_tokens;
+  if (p.n_stop_strings > 0) require(p.stop_strings, "stop_strings");
+  for (size_t i = 0; i < p.n_stop_strings; ++i) {
+    require(p.stop_strings[i], "a stop string");
+    o.stop_strings.emplace_back(p.stop_strings[i]);
+  }
+  o.add_special = (p.tokenize_flags & LOOM_TOKENIZE_ADD_SPECIAL) != 0;
+  o.parse_special = (p.tokenize_flags & LOOM_TOKENIZE_PARSE_SPECIAL) != 0;
+  o.continue_session = p.continue_session != 0;
+  if (p.on_text != nullptr) {
+    o.on_text = [fn = p.on_text, user = p.user](std::string_view text, int32_t token) {
+      return fn(user, text.data(), text.size(), token) != 0;
+    };
+  }
+  return o;
+}
+
+}  // namespace loom::capi
+
+using loom::capi::stop_to_c;
 
 extern "C" {
 
@@ -168,22 +193,7 @@ LOOM_API loom_status loom_generate(loom_session* session, loom_sampler* sampler,
     const auto p = loom::capi::read_params(params, loom_generate_params_init);
     const auto& tokenizer = session->session->model().tokenizer();
     if (!tokenizer) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to generate text with");
-    if (p.max_tokens < 0) throw loom::Error(loom::ErrorCode::invalid_argument, "max_tokens is negative");
-    loom::GenerateOptions o;
-    o.max_tokens = p.max_tokens;
-    if (p.n_stop_strings > 0) require(p.stop_strings, "stop_strings");
-    for (size_t i = 0; i < p.n_stop_strings; ++i) {
-      require(p.stop_strings[i], "a stop string");
-      o.stop_strings.emplace_back(p.stop_strings[i]);
-    }
-    o.add_special = (p.tokenize_flags & LOOM_TOKENIZE_ADD_SPECIAL) != 0;
-    o.parse_special = (p.tokenize_flags & LOOM_TOKENIZE_PARSE_SPECIAL) != 0;
-    o.continue_session = p.continue_session != 0;
-    if (p.on_text != nullptr) {
-      o.on_text = [fn = p.on_text, user = p.user](std::string_view text, int32_t token) {
-        return fn(user, text.data(), text.size(), token) != 0;
-      };
-    }
+    const loom::GenerateOptions o = loom::capi::generate_options(p);
     const auto r = loom::generate(*session->session, *sampler->sampler, *tokenizer,
                                   std::string_view(prompt ? prompt : "", prompt_len), o);
     if (result != nullptr) {

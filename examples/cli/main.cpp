@@ -1,4 +1,4 @@
-// loom — the command line: run, inspect, convert, verify, tokenize, bench.
+// loom — the command line: run, inspect, convert, verify, tokenize, bench, template.
 // Exit codes: 0 success, 1 error (the message names the file/tensor), 2 usage error,
 // 3 `verify` found problems.
 #include <unistd.h>
@@ -17,10 +17,13 @@
 
 #include "args.hpp"
 #include "loom.h"
-#include "loom/demo.hpp"
+#include "chat_loop.hpp"
+#include "loom/chat.hpp"
+#include "loom/chat_template.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
 #include "loom/generate.hpp"
+#include "loom/generation_defaults.hpp"
 #include "loom/load_report.hpp"
 #include "loom/loader.hpp"
 #include "loom/manifest.hpp"
@@ -43,7 +46,7 @@ constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitVerifyFailed = 3;
 
-const FlagSpec kModel{"--model", Kind::text, "model directory, .gguf file or loom pack", {}, "PATH"};
+const FlagSpec kModel{"--model", Kind::text, "model directory, .gguf file, llama2.c .bin or loom pack", {}, "PATH"};
 const FlagSpec kThreads{"--threads", Kind::integer, "threads (default: all cores)", {}, "N"};
 const FlagSpec kHelp{"--help", Kind::flag, "show this help"};
 const FlagSpec kDtype{"--dtype", Kind::choice, "matrices' dtype in memory / in the output", {"keep", "f32", "f16", "bf16"}};
@@ -64,25 +67,27 @@ uint64_t source_bytes(const fs::path& p) {
   return total;
 }
 
-fs::path cache_dir() {
-  if (const char* d = std::getenv("LOOM_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "loom";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "loom";
-  return fs::temp_directory_path() / "loom-cache";
-}
-
-// The demo model, created on first use (deterministic, so a rerun writes the same files).
-fs::path ensure_demo_model() {
-  const fs::path dir = cache_dir() / (std::string("demo-") + loom_version_string());
-  if (fs::exists(dir / "config.json")) return dir;
-  std::fprintf(stderr, "loom: creating the demo model in %s\n", dir.c_str());
-  const fs::path tmp = dir.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  loom::write_demo_model(tmp);
+// The built-in demo model, stories260K (examples/models/stories260K). Looked for where an
+// installed loom keeps it (<prefix>/share/loom/models/stories260K, found relative to this
+// executable, so a relocated prefix works, then at the configured prefix), then in the
+// source tree this binary was built from. LOOM_DEMO_MODEL overrides all three.
+fs::path builtin_model() {
+  if (const char* p = std::getenv("LOOM_DEMO_MODEL"); p && *p) return p;
+  const std::string file = "stories260K.bin";
+  std::vector<fs::path> candidates;
   std::error_code ec;
-  fs::rename(tmp, dir, ec);
-  if (ec) fs::remove_all(tmp);  // another process won the race: its copy is identical
-  return dir;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path() / LOOM_DEMO_BIN_TO_DATA / file);
+  candidates.push_back(fs::path(LOOM_DEMO_INSTALL_DIR) / file);
+  candidates.push_back(fs::path(LOOM_DEMO_SOURCE_DIR) / file);
+  for (const auto& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return c.lexically_normal();
+  }
+  std::string looked;
+  for (const auto& c : candidates) looked += "\n  " + c.lexically_normal().string();
+  throw loom::Error(loom::ErrorCode::io,
+                    "the built-in demo model (stories260K) is not installed; looked for:" + looked +
+                        "\ngive a model with --model PATH");
 }
 
 std::shared_ptr<const loom::Model> load_with_progress(const fs::path& path, loom::LoadOptions options,
@@ -100,6 +105,30 @@ std::shared_ptr<const loom::Model> load_with_progress(const fs::path& path, loom
   return model;
 }
 
+// "temperature 0.6 (generation_config.json), top_k 40 (loom default), ...,
+// max_tokens 5 (--max-tokens)": each `loom run` setting and where its value came from.
+std::string run_settings_line(const Args& a, const loom::GenerationDefaults& g, const loom::SamplerParams& sp,
+                              const loom::GenerateOptions& go) {
+  auto source = [&](const char* flag, const auto& from_model) {
+    if (a.has(flag)) return std::string(flag);
+    std::string s(loom::default_source_name(from_model.source));
+    if (from_model.from_file()) s += ": " + from_model.key;
+    return s;
+  };
+  auto item = [](const char* name, double value, const std::string& from) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", value);
+    return std::string(name) + " " + buf + " (" + from + ")";
+  };
+  const loom::DefaultValue<float> loom_only;  // settings generation_config.json has no key for
+  return item("temperature", sp.temperature, source("--temperature", g.temperature)) + ", " +
+         item("top_k", sp.top_k, source("--top-k", g.top_k)) + ", " +
+         item("top_p", sp.top_p, source("--top-p", g.top_p)) + ", " +
+         item("min_p", sp.min_p, source("--min-p", loom_only)) + ", " +
+         item("repeat_penalty", sp.repeat_penalty, source("--repeat-penalty", g.repetition_penalty)) + ", " +
+         item("max_tokens", go.max_tokens, source("--max-tokens", g.max_new_tokens));
+}
+
 // ---- commands ----
 
 struct Command {
@@ -110,67 +139,130 @@ struct Command {
   std::function<int(const Args&)> run;
 };
 
-int cmd_run(const Args& a) {
+std::string read_whole_file(const fs::path& p) {
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (f == nullptr) throw loom::Error(loom::ErrorCode::io, "cannot open " + p.string());
+  std::string data;
+  char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
+  std::fclose(f);
+  return data;
+}
+
+// What `run` and `chat` share: the model (the built-in demo without --model), a session
+// (traced on request), a sampler and the generation options, from loom's defaults, then
+// the model's generation_config.json, then explicit flags.
+struct RunSetup {
+  std::shared_ptr<const loom::Model> model;
+  std::unique_ptr<loom::Session> session;
+  std::unique_ptr<loom::Sampler> sampler;
+  loom::GenerateOptions go;
+  bool demo = false;
+};
+
+RunSetup prepare_run(const Args& a) {
+  RunSetup r;
   // Flag values are checked before the (long) load.
   const bool trace_forward = a.has("--trace-forward") || a.has("--trace-layers") || a.has("--trace-dump");
   loom::cli::TraceForwardOptions trace_options;
   trace_options.layers = loom::cli::parse_layer_list(a.list("--trace-layers"));
   trace_options.dump_dir = a.text("--trace-dump");
   fs::path path = a.text("--model");
-  const bool demo = path.empty();
-  if (demo) {
-    path = ensure_demo_model();
+  r.demo = path.empty();
+  if (r.demo) {
+    path = builtin_model();
     std::fprintf(stderr,
-                 "loom: no --model given: running the built-in demo model. Its weights are RANDOM,\n"
-                 "      so its text is gibberish; it shows the whole path (load, prefill, decode, speed).\n");
+                 "loom: no --model given: running the built-in demo model, stories260K (Karpathy's 260K-parameter\n"
+                 "      Llama trained on TinyStories, MIT), from %s\n",
+                 path.c_str());
   }
   loom::LoadOptions lo;
   lo.target_dtype = dtype_flag(a);
-  auto model = load_with_progress(path, lo);
-  if (!a.has("--no-report")) std::fprintf(stderr, "%s", model->load_report()->to_text(a.has("--trace")).c_str());
-  if (!model->tokenizer()) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to run with", {.file = path.string()});
+  r.model = load_with_progress(path, lo);
+  if (!a.has("--no-report")) std::fprintf(stderr, "%s", r.model->load_report()->to_text(a.has("--trace")).c_str());
+  if (!r.model->tokenizer()) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to run with", {.file = path.string()});
 
   loom::SessionOptions so;
   so.n_threads = static_cast<int>(a.integer("--threads", 0));
   so.context_length = a.integer("--ctx", 0);
   if (trace_forward) so.trace = loom::cli::forward_tracer(std::move(trace_options));
-  loom::Session session(model, so);
+  r.session = std::make_unique<loom::Session>(r.model, so);
+  // Sampling and length: loom's defaults, then the model's generation_config.json, then
+  // explicit flags; the report says where each value came from.
+  const loom::GenerationDefaults& defaults = r.model->generation_defaults();
   loom::SamplerParams sp;
+  defaults.apply_to(sp);
+  defaults.apply_to(r.go);
   sp.temperature = static_cast<float>(a.number("--temperature", sp.temperature));
   sp.top_k = static_cast<int32_t>(a.integer("--top-k", sp.top_k));
   sp.top_p = static_cast<float>(a.number("--top-p", sp.top_p));
   sp.min_p = static_cast<float>(a.number("--min-p", sp.min_p));
   sp.repeat_penalty = static_cast<float>(a.number("--repeat-penalty", sp.repeat_penalty));
   sp.seed = static_cast<uint64_t>(a.integer("--seed", static_cast<int64_t>(sp.seed)));
-  loom::Sampler sampler(sp);
-  loom::GenerateOptions go;
-  go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", 128));
-  go.stop_strings = a.list("--stop");
+  r.go.max_tokens = static_cast<int32_t>(a.integer("--max-tokens", r.go.max_tokens));
+  if (!a.has("--no-report")) {
+    const std::string settings = run_settings_line(a, defaults, sp, r.go);
+    std::fprintf(stderr, "sampling   %s\n", settings.c_str());
+  }
+  r.sampler = std::make_unique<loom::Sampler>(sp);
+  r.go.stop_strings = a.list("--stop");
+  return r;
+}
+
+std::string template_flag(const Args& a) {
+  return a.has("--template") ? read_whole_file(a.text("--template")) : std::string();
+}
+
+void print_generation_stats(const loom::GenerateResult& r) {
+  const double pre = r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0;
+  const double gen = r.generate_seconds > 0 ? static_cast<double>(r.tokens.size()) / r.generate_seconds : 0.0;
+  std::fprintf(stderr, "\nloom: prompt %lld tokens, %.1f tok/s; generation %zu tokens, %.1f tok/s; stop: %s\n",
+               static_cast<long long>(r.prompt_tokens), pre, r.tokens.size(), gen,
+               std::string(loom::stop_reason_name(r.stop)).c_str());
+}
+
+int cmd_run(const Args& a) {
+  RunSetup setup = prepare_run(a);
+  loom::Session& session = *setup.session;
+  loom::Sampler& sampler = *setup.sampler;
+  loom::GenerateOptions& go = setup.go;
+  const loom::Tokenizer& tokenizer = *setup.model->tokenizer();
   go.on_text = [](std::string_view text, int32_t) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;
   };
-  auto report = [](const loom::GenerateResult& r) {
-    const double pre = r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0;
-    const double gen = r.generate_seconds > 0 ? static_cast<double>(r.tokens.size()) / r.generate_seconds : 0.0;
-    std::fprintf(stderr, "\nloom: prompt %lld tokens, %.1f tok/s; generation %zu tokens, %.1f tok/s; stop: %s\n",
-                 static_cast<long long>(r.prompt_tokens), pre, r.tokens.size(), gen,
-                 std::string(loom::stop_reason_name(r.stop)).c_str());
-  };
 
   std::string prompt = a.text("--prompt");
-  const bool interactive = a.has("--interactive") || (!a.has("--prompt") && !demo && ::isatty(STDIN_FILENO));
+  if (a.has("--chat")) {
+    // One user turn through the chat template; a base model falls back to plain text.
+    const std::string tmpl = template_flag(a);
+    if (!tmpl.empty() || !tokenizer.chat_template().empty()) {
+      if (!a.has("--prompt")) prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      loom::ChatOptions co;
+      co.template_source = tmpl;
+      if (a.has("--template")) co.template_name = a.text("--template");
+      loom::Chat chat(session, tokenizer, co);
+      if (a.has("--system")) chat.set_system(a.text("--system"));
+      const auto r = chat.send(prompt, sampler, go);
+      std::fputc('\n', stdout);
+      print_generation_stats(r.generation);
+      return 0;
+    }
+    std::fprintf(stderr, "loom: this model has no chat template (a base model?): --chat falls back to plain completion\n");
+  }
+  const bool interactive = a.has("--interactive") || (!a.has("--prompt") && !setup.demo && ::isatty(STDIN_FILENO));
   if (!interactive) {
     if (!a.has("--prompt")) {
-      if (demo) {
+      if (setup.demo) {
         prompt = "Once upon a time";
       } else {
         prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
       }
     }
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-    report(loom::generate(session, sampler, *model->tokenizer(), prompt, go));
+    print_generation_stats(loom::generate(session, sampler, tokenizer, prompt, go));
     return 0;
   }
   std::fprintf(stderr, "loom: interactive: type a prompt and press Enter; an empty line or Ctrl-D ends.\n");
@@ -180,7 +272,7 @@ int cmd_run(const Args& a) {
     go.add_special = first;
     first = false;
     try {
-      report(loom::generate(session, sampler, *model->tokenizer(), line, go));
+      print_generation_stats(loom::generate(session, sampler, tokenizer, line, go));
     } catch (const loom::Error& e) {
       if (e.code() != loom::ErrorCode::context_full) throw;
       std::fprintf(stderr, "\nloom: the context is full; starting a new conversation\n");
@@ -188,6 +280,18 @@ int cmd_run(const Args& a) {
     }
   }
   return 0;
+}
+
+int cmd_chat(const Args& a) {
+  RunSetup setup = prepare_run(a);
+  loom::cli::ChatLoopOptions o;
+  o.template_source = template_flag(a);
+  o.template_name = a.text("--template");
+  o.system_prompt = a.text("--system");
+  o.show_prompt = ::isatty(STDIN_FILENO) != 0;
+  o.stats = !a.has("--quiet");
+  return loom::cli::chat_loop(*setup.session, *setup.model->tokenizer(), *setup.sampler, setup.go, o, std::cin,
+                              stdout, stderr);
 }
 
 int cmd_inspect(const Args& a) {
@@ -291,9 +395,46 @@ int cmd_tokenize(const Args& a) {
   return 0;
 }
 
+// ---- template: render a chat template as transformers' apply_chat_template would ----
+
+
+int cmd_template(const Args& a) {
+  if (a.has("--template") == a.has("--model")) throw UsageError("template needs --template FILE or --model PATH");
+  if (!a.has("--messages")) throw UsageError("template needs --messages FILE.json");
+  loom::ChatTemplateInputs in;
+  std::string source, name;
+  if (a.has("--template")) {
+    name = a.text("--template");
+    source = read_whole_file(name);
+  } else {
+    const auto tok = loom::Tokenizer::load(a.text("--model"));
+    if (tok->chat_template().empty()) throw loom::Error(loom::ErrorCode::unsupported, a.text("--model") + " has no chat template");
+    source = tok->chat_template();
+    name = a.text("--model") + " chat template";
+    in.bos_token = tok->bos_token();
+    in.eos_token = tok->eos_token();
+  }
+  if (a.has("--bos-token")) in.bos_token = a.text("--bos-token");
+  if (a.has("--eos-token")) in.eos_token = a.text("--eos-token");
+  in.add_generation_prompt = a.has("--add-generation-prompt");
+  // --messages: a JSON array of messages, or {"messages": [...], "tools": [...]}.
+  const std::string doc = read_whole_file(a.text("--messages"));
+  const size_t first = doc.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && doc[first] == '{') {
+    in.extra_context_json = doc;  // its "messages" and "tools" become variables like the rest
+    in.messages_json = "[]";
+  } else {
+    in.messages_json = doc;
+  }
+  const auto tpl = loom::ChatTemplate::compile(source, name);
+  const std::string out = tpl.render(in);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
 int cmd_bench(const Args& a) {
   fs::path path = a.text("--model");
-  if (path.empty()) path = ensure_demo_model();
+  if (path.empty()) path = builtin_model();
   const int prompt_tokens = static_cast<int>(a.integer("--prompt-tokens", 128));
   const int gen_tokens = static_cast<int>(a.integer("--gen-tokens", 64));
   const int reps = static_cast<int>(a.integer("--reps", 5));
@@ -333,21 +474,18 @@ int cmd_bench(const Args& a) {
   return 0;
 }
 
-std::vector<Command> commands() {
-  return {
-      {"run", "[--model PATH] [--prompt TEXT | --interactive] [sampling flags]",
-       "Loads a model (the built-in demo model when no --model is given), streams generated text to\n"
-       "stdout, then prints prompt and generation tokens/s. Without --prompt it reads stdin, or asks\n"
-       "interactively on a terminal.",
-       {kModel,
-        {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
-        {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
-        {"--max-tokens", Kind::integer, "tokens to generate (default 128)", {}, "N"},
-        {"--temperature", Kind::number, "0 = greedy (default 0.8)", {}, "T"},
-        {"--top-k", Kind::integer, "0 = off (default 40)", {}, "K"},
-        {"--top-p", Kind::number, "1 = off (default 0.95)", {}, "P"},
+const FlagSpec kSystem{"--system", Kind::text, "system prompt (chat)", {}, "TEXT"};
+const FlagSpec kTemplate{"--template", Kind::text, "chat template file instead of the model's (chat)", {}, "FILE"};
+
+// The flags of everything that generates: sampling, length, threads, report and trace.
+std::vector<FlagSpec> with_generation_flags(std::vector<FlagSpec> flags) {
+  const std::vector<FlagSpec> shared{
+        {"--max-tokens", Kind::integer, "tokens to generate (default: the model's generation_config.json, else 128)", {}, "N"},
+        {"--temperature", Kind::number, "0 = greedy (default: the model's, else 0.8)", {}, "T"},
+        {"--top-k", Kind::integer, "0 = off (default: the model's, else 40)", {}, "K"},
+        {"--top-p", Kind::number, "1 = off (default: the model's, else 0.95)", {}, "P"},
         {"--min-p", Kind::number, "0 = off (default 0.05)", {}, "P"},
-        {"--repeat-penalty", Kind::number, "1 = off (default 1)", {}, "R"},
+        {"--repeat-penalty", Kind::number, "1 = off (default: the model's repetition_penalty, else 1)", {}, "R"},
         {"--seed", Kind::integer, "sampling seed", {}, "S"},
         {"--stop", Kind::list, "stop string (repeatable; not printed)", {}, "TEXT"},
         kThreads,
@@ -358,8 +496,30 @@ std::vector<Command> commands() {
         {"--trace-forward", Kind::flag, "per forward pass, stage and layer: shape, min/max/mean, NaN/Inf counts (stderr)"},
         {"--trace-layers", Kind::list, "trace only these blocks, e.g. 0,5 (implies --trace-forward)", {}, "N,M"},
         {"--trace-dump", Kind::text, "also write each traced stage as DIR/<pass>-<stage>[-L<layer>].npy (implies --trace-forward)", {}, "DIR"},
-        kHelp},
+        kHelp};
+  flags.insert(flags.end(), shared.begin(), shared.end());
+  return flags;
+}
+
+std::vector<Command> commands() {
+  return {
+      {"run", "[--model PATH] [--prompt TEXT | --interactive] [sampling flags]",
+       "Loads a model (the built-in demo model, stories260K, when no --model is given: it tells a\n"
+       "story from \"Once upon a time\"), streams generated text to stdout, then prints prompt and\n"
+       "generation tokens/s. Without --prompt it reads stdin, or asks interactively on a terminal.",
+       with_generation_flags({kModel,
+        {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
+        {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
+        {"--chat", Kind::flag, "wrap the prompt in the model's chat template (one user turn)"},
+        kSystem, kTemplate}),
        cmd_run},
+      {"chat", "[--model PATH] [--system TEXT] [--template FILE] [sampling flags]",
+       "An interactive conversation through the model's chat template: each line is a user message,\n"
+       "the reply streams to stdout; /reset forgets the conversation, /system TEXT sets the system\n"
+       "prompt, Ctrl-D quits. Each turn prefills only what the KV cache does not hold. A model\n"
+       "without a template (a base model) is answered by plain completion, and loom says so.",
+       with_generation_flags({kModel, kSystem, kTemplate, {"--quiet", Kind::flag, "no per-turn token counts on stderr"}}),
+       cmd_chat},
       {"inspect", "--model PATH [--json] [--trace]",
        "Loads a model and prints its load report: what was expected and found, where each tensor came\n"
        "from, conversions, tied weights, time and memory.",
@@ -386,6 +546,14 @@ std::vector<Command> commands() {
        {kModel, kThreads, kDtype, {"--prompt-tokens", Kind::integer, "prompt length (default 128)", {}, "N"},
         {"--gen-tokens", Kind::integer, "decode steps (default 64)", {}, "N"}, {"--reps", Kind::integer, "repetitions (default 5)", {}, "N"}, kHelp},
        cmd_bench},
+      {"template", "--template FILE | --model PATH --messages FILE.json [--add-generation-prompt]",
+       "Renders a chat template (a file, or the model's own) over a conversation, exactly as transformers' apply_chat_template does; prints the text with nothing added.",
+       {{"--template", Kind::text, "a Jinja chat template file", {}, "FILE"}, kModel,
+        {"--messages", Kind::text, "JSON array of messages, or an object with \"messages\" (and \"tools\", ...)", {}, "FILE"},
+        {"--add-generation-prompt", Kind::flag, "end with the assistant's turn header"},
+        {"--bos-token", Kind::text, "bos_token text (default: the model's)", {}, "T"},
+        {"--eos-token", Kind::text, "eos_token text (default: the model's)", {}, "T"}, kHelp},
+       cmd_template},
   };
 }
 

@@ -1,9 +1,10 @@
-// loom's built-in demo model: a deterministic Llama-shaped model with random weights and
+// loom's generated demo model: a deterministic Llama-shaped model with random weights and
 // a real byte-level BPE tokenizer (trained at creation on a short built-in English text),
 // written by loom's own writers as a Hugging Face layout (config.json, model.safetensors,
-// tokenizer.json, tokenizer_config.json). It lets `loom run` show the whole path — load
-// report, prefill, streamed decode, speed — on a machine with no model downloaded. Its
-// output is gibberish: the weights are random.
+// tokenizer.json, tokenizer_config.json). Tests, examples and benchmarks use it when they
+// need a model of a chosen size with a byte-level BPE tokenizer and no download. Its
+// output is gibberish: the weights are random. (`loom run` without --model runs the real
+// stories260K model vendored in examples/models instead.)
 #pragma once
 
 #include <cstdint>

@@ -89,7 +89,8 @@ class Metadata {
   std::map<std::string, size_t, std::less<>> index_;
 };
 
-enum class FormatKind : uint8_t { safetensors, gguf, torch, npy, pack };
+// llama2c: a llama2.c checkpoint (run.c's legacy .bin, or export.py version 1).
+enum class FormatKind : uint8_t { safetensors, gguf, torch, npy, pack, llama2c };
 std::string_view format_kind_name(FormatKind kind) noexcept;
 
 struct SourceFile {
@@ -137,6 +138,10 @@ class WeightSource {
   const Metadata& metadata() const noexcept { return metadata_; }
   const TensorRecord* find(std::string_view name) const noexcept;
   const SourceFile& file_of(const TensorRecord& record) const;
+  // What was forgiven while reading the source's side files, one line per file, e.g.
+  // "model.safetensors.index.json: 1 trailing comma was ignored". Set by open_weights.
+  const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+  void add_warning(std::string warning) { warnings_.push_back(std::move(warning)); }
 
   // The record's tensor: a zero-copy view into the mapping when the file is mapped and
   // the record is contiguous (and the host little-endian), otherwise an owned copy
@@ -158,6 +163,7 @@ class WeightSource {
   std::vector<TensorRecord> tensors_;
   Metadata metadata_;
   std::map<std::string, size_t, std::less<>> by_name_;
+  std::vector<std::string> warnings_;
 };
 
 // Opens a weight file or a model directory. A directory resolves, in this order:
@@ -165,13 +171,18 @@ class WeightSource {
 // `pytorch_model.bin.index.json` + shards, `pytorch_model.bin`, then a directory holding
 // exactly one `*.safetensors.index.json`, `*.safetensors`, `*.bin.index.json` or `*.gguf`,
 // then a folder of `*.npy` files (one tensor per file, named by the file's stem). A file
-// is identified by its magic bytes (a shard index by being a JSON object). Throws
+// is identified by its magic bytes (a shard index by being a JSON object, a legacy
+// llama2.c checkpoint by the size its header implies being the file's size). Throws
 // loom::Error naming the path. (loom's own pack format is opened by its own layer.)
 std::unique_ptr<WeightSource> open_weights(const std::filesystem::path& path,
                                            const OpenOptions& options = {});
 
-// Identifies a file's format from its first bytes; nullopt when unknown.
-std::optional<FormatKind> sniff_format(std::span<const std::byte> head) noexcept;
+// Identifies a file's format from its first bytes (at least 32 of them, or the whole
+// file when shorter); nullopt when unknown. Legacy llama2.c checkpoints have no magic:
+// they are recognised only when `file_size` is given and equals the size their header
+// implies exactly (a torch zip named .bin is still a torch zip).
+std::optional<FormatKind> sniff_format(std::span<const std::byte> head,
+                                       std::optional<uint64_t> file_size = std::nullopt) noexcept;
 
 // ---- Writers (all write to a temporary name and rename, so a failed write never
 // leaves a file that looks complete) ----

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "loom/convert.hpp"
+#include "loom/generation_defaults.hpp"
 #include "loom/manifest.hpp"
 #include "loom/shape.hpp"
 
@@ -62,6 +63,12 @@ struct LoadReport {
   MemoryUsage memory;
   ConvertStats conversion_totals;
   std::string tokenizer;  // where the tokenizer came from, or "" when none
+  // Side-file problems that were forgiven, one line per file, e.g. "…/config.json: a
+  // UTF-8 byte-order mark, 2 comments and 1 trailing comma were ignored".
+  std::vector<std::string> file_warnings;
+  // The model's generation defaults, each with its source (generation_config.json or
+  // loom default); also on the Model (Model::generation_defaults()).
+  GenerationDefaults generation;
 
   std::string to_text(bool trace = false) const;
   std::string to_json(bool trace = false) const;

@@ -1,5 +1,6 @@
 // loom::Model — a loaded model: its config, its weights, its tokenizer (when one was
-// found) and the report of how it was loaded.
+// found), its generation defaults (generation_config.json) and the report of how it was
+// loaded.
 //
 // Immutable after construction and shared by std::shared_ptr: any number of Sessions
 // on any number of threads may use one Model at once. Its tensors keep their mapped
@@ -9,6 +10,7 @@
 #include <memory>
 
 #include "loom/config.hpp"
+#include "loom/generation_defaults.hpp"
 #include "loom/weights.hpp"
 
 namespace loom {
@@ -21,7 +23,7 @@ class Model {
   // Checks every weight's presence, shape and dtype against the config (throws
   // loom::Error(shape_mismatch / missing_tensor) naming the slot).
   Model(ModelConfig config, ModelWeights weights, std::shared_ptr<const Tokenizer> tokenizer = nullptr,
-        std::shared_ptr<const LoadReport> report = nullptr);
+        std::shared_ptr<const LoadReport> report = nullptr, GenerationDefaults generation = {});
 
   const ModelConfig& config() const noexcept { return config_; }
   const ModelWeights& weights() const noexcept { return weights_; }
@@ -29,6 +31,9 @@ class Model {
   const std::shared_ptr<const Tokenizer>& tokenizer() const noexcept { return tokenizer_; }
   // Null for models built in memory.
   const std::shared_ptr<const LoadReport>& load_report() const noexcept { return report_; }
+  // The model's sampling / length defaults and where each came from (loom's own when
+  // the model has no generation_config.json or was built in memory).
+  const GenerationDefaults& generation_defaults() const noexcept { return generation_; }
   // Bytes of weights (mapped and owned together; tied storage counted once).
   int64_t weight_bytes() const;
 
@@ -37,6 +42,7 @@ class Model {
   ModelWeights weights_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const LoadReport> report_;
+  GenerationDefaults generation_;
 };
 
 }  // namespace loom

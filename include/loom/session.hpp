@@ -44,10 +44,13 @@ struct SessionOptions {
   // loom/trace.hpp has helpers). It may throw to abandon the pass: the exception leaves
   // prefill/step and the session is as it was before the call.
   std::function<void(const TraceEvent&)> trace;
-  // Prefill with bf16 weights rounds activations to bf16 for the products, to use the
-  // CPU's bf16 dot-product instructions (AVX512-BF16) where present: about twice the f32
-  // rate. Off: activations stay f32 (exact to the weights as stored).
-  bool bf16_activations = true;
+  // Opt-in: prefill with bf16 weights rounds activations to bf16 for the products, to use
+  // the CPU's bf16 dot-product instructions (AVX512-BF16) where present: about twice the
+  // f32 rate for bf16 prefill. It breaks batch invariance (decode does not round, so a
+  // prompt's logits then differ from the same tokens fed one at a time). Off (the
+  // default): activations stay f32, exact to the weights as stored, and every token's
+  // logits are the same bits however the tokens were batched.
+  bool bf16_activations = false;
 };
 
 enum class Pooling : uint8_t { mean, last };

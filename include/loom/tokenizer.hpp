@@ -52,13 +52,19 @@ class Tokenizer {
   static std::shared_ptr<const Tokenizer> from_gguf_metadata(const Metadata& md,
                                                              std::string_view display_name);
   // A tokenizer.json file, a model directory (tokenizer.json [+ tokenizer_config.json
-  // / chat_template.jinja], else tokenizer.model, else a single *.gguf), or a .gguf file (vocab-only GGUFs
-  // included). Throws loom::Error(io) naming the path when nothing fits.
+  // / chat_template.jinja], else tokenizer.model, else a single *.gguf), a .gguf file (vocab-only GGUFs
+  // included), a llama2.c checkpoint (its tokenizer.bin / tok*.bin beside it), another
+  // weights `.bin` (its directory's tokenizer) or a llama2.c tokenizer `.bin`. Throws
+  // loom::Error(io) naming the path when nothing fits.
   static std::shared_ptr<const Tokenizer> load(const std::filesystem::path& path);
   // A model directory's SentencePiece `tokenizer.model` (BPE models), with its added
   // tokens from added_tokens.json / tokenizer_config.json and ids padded to config.json's
   // vocab_size, read the way llama.cpp's converter reads it.
   static std::shared_ptr<const Tokenizer> from_sentencepiece_model(const std::filesystem::path& dir);
+  // A llama2.c `tokenizer.bin` (tok512.bin, ...): SentencePiece-style BPE by scores with
+  // byte fallback, BOS added, '▁' restored from the stored ' '. Throws loom::Error(format)
+  // naming the file and byte offset for a malformed one.
+  static std::shared_ptr<const Tokenizer> from_llama2c(const std::filesystem::path& path);
 
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
@@ -101,8 +107,17 @@ class Tokenizer {
   // GGUF `tokenizer.chat_template`; empty when the source has none. Kept as data: loom
   // does not render it.
   const std::string& chat_template() const noexcept;
+  // The BOS / EOS token text a chat template receives as `bos_token` / `eos_token`:
+  // tokenizer_config.json's bos_token / eos_token (a string or {"content": ...}), else the
+  // text of bos_id() / eos_id(), else empty.
+  std::string bos_token() const;
+  std::string eos_token() const;
   // The name given at construction (usually the file it came from).
   const std::string& name() const noexcept;
+  // What was forgiven while reading its JSON files, one line per file: a byte-order
+  // mark, `//` / `/* */` comments, trailing commas (e.g. "…/tokenizer_config.json: 2
+  // comments were ignored"). Empty when the files were strict JSON.
+  const std::vector<std::string>& load_warnings() const noexcept;
   // The tokenizer.ggml.* metadata that reproduces this tokenizer in a GGUF (or a loom
   // pack). Only tokenizers built from GGUF metadata (or SentencePiece models) have one;
   // a tokenizer.json pipeline GGUF cannot express throws Error(unsupported).

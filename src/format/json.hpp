@@ -1,6 +1,8 @@
-// Internal: parsing untrusted JSON (safetensors headers, shard indexes) with simdjson.
-// simdjson validates UTF-8 and the whole document; a leading UTF-8 byte-order mark is
-// tolerated (some Windows tools write one), anything else that is not JSON is refused.
+// Internal: parsing untrusted JSON that a specification defines (the safetensors header)
+// with simdjson. simdjson validates UTF-8 and the whole document; a leading UTF-8
+// byte-order mark is tolerated (some Windows tools write one), anything else that is not
+// JSON is refused. Hand-edited Hugging Face side files (config.json, shard
+// indexes, tokenizer files) go through format/lenient_json.hpp instead.
 #pragma once
 
 #include <string>

@@ -265,6 +265,7 @@ std::string_view format_kind_name(FormatKind kind) noexcept {
     case FormatKind::torch: return "torch";
     case FormatKind::npy: return "npy";
     case FormatKind::pack: return "pack";
+    case FormatKind::llama2c: return "llama2c";
   }
   return "unknown";
 }

@@ -7,6 +7,7 @@
 
 #include "format/byte_source.hpp"
 #include "format/gguf.hpp"
+#include "format/llama2c.hpp"
 #include "format/npy.hpp"
 #include "format/safetensors.hpp"
 #include "format/shard_index.hpp"
@@ -19,7 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr size_t kSniffBytes = 16;
+constexpr size_t kSniffBytes = 32;  // a legacy llama2.c header is 28
 constexpr uint64_t kMaxIndexBytes = 64u << 20;
 
 bool starts_with(std::span<const std::byte> head, std::string_view magic) {
@@ -53,11 +54,14 @@ std::vector<std::byte> read_head(const MappedFile& file) {
 Opened open_weight_file(const fs::path& path, const OpenOptions& options) {
   auto file = open_mapped(path, options);
   const auto head = read_head(*file);
-  const auto kind = sniff_format(head);
+  const auto kind = sniff_format(head, file->size());
   const format::FileSource source(file);
   if (!kind) {
+    // A sane llama2.c header whose size does not match: say so (a truncated download is
+    // the usual cause) rather than "unrecognised".
+    if (format::read_llama2c_legacy_header(head)) format::parse_llama2c(source);
     throw Error(ErrorCode::unsupported,
-                "unrecognised file format (not safetensors, GGUF, a torch.save zip or .npy)",
+                "unrecognised file format (not safetensors, GGUF, a torch.save zip, .npy or a llama2.c checkpoint)",
                 {.file = path.string(), .offset = 0});
   }
   Opened out{*kind, {}, SourceFile{path.string(), file->size(), file}};
@@ -76,6 +80,7 @@ Opened open_weight_file(const fs::path& path, const OpenOptions& options) {
       out.parsed.tensors.push_back(std::move(r));
       break;
     }
+    case FormatKind::llama2c: out.parsed = format::parse_llama2c(source); break;
     case FormatKind::pack:
       throw Error(ErrorCode::unsupported, "loom pack data files are opened through their index",
                   {.file = path.string()});
@@ -100,7 +105,7 @@ std::unique_ptr<WeightSource> sharded(const fs::path& index_path, const std::str
   }
   std::string json(static_cast<size_t>(file->size()), '\0');
   file->read(0, std::as_writable_bytes(std::span<char>(json.data(), json.size())));
-  const format::ShardIndex index = format::parse_shard_index(json, index_file);
+  format::ShardIndex index = format::parse_shard_index(json, index_file);
 
   // Which shard each tensor belongs to, by name.
   std::map<std::string_view, size_t> expected;
@@ -174,8 +179,10 @@ std::unique_ptr<WeightSource> sharded(const fs::path& index_path, const std::str
                   {.file = (dir / index.shards[shard]).string(), .tensor = tensor});
     }
   }
-  return std::make_unique<WeightSource>(*kind, root, std::move(files), std::move(tensors),
-                                        std::move(metadata));
+  auto source = std::make_unique<WeightSource>(*kind, root, std::move(files), std::move(tensors),
+                                               std::move(metadata));
+  for (auto& w : index.warnings) source->add_warning(std::move(w));
+  return source;
 }
 
 std::unique_ptr<WeightSource> npy_directory(const std::vector<fs::path>& paths, const std::string& root,
@@ -257,13 +264,18 @@ std::unique_ptr<WeightSource> open_directory(const fs::path& dir, const OpenOpti
 
 }  // namespace
 
-std::optional<FormatKind> sniff_format(std::span<const std::byte> head) noexcept {
+std::optional<FormatKind> sniff_format(std::span<const std::byte> head, std::optional<uint64_t> file_size) noexcept {
   if (starts_with(head, "GGUF")) return FormatKind::gguf;
   if (starts_with(head, "\x93NUMPY")) return FormatKind::npy;
   // A zip archive (local file header, or the end record of an empty archive) is what
   // torch.save writes; the legacy format is a bare pickle stream, reported by the
   // torch reader with its own message.
   if (starts_with(head, "PK\x03\x04") || starts_with(head, "PK\x05\x06")) return FormatKind::torch;
+  // llama2.c: export.py's magic, or a legacy header whose implied size is exactly the
+  // file's. Checked before the legacy pickle test, because a dim of 640 begins with the
+  // bytes 0x80 0x02 that a protocol-2 pickle begins with; an exact size match is by far
+  // the stronger evidence.
+  if (format::looks_like_llama2c(head, file_size)) return FormatKind::llama2c;
   if (format::looks_like_legacy_torch(head)) return FormatKind::torch;
   // safetensors: a plausible little-endian header length, then the JSON object.
   if (head.size() >= 9) {

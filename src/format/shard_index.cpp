@@ -5,6 +5,7 @@
 #include <set>
 
 #include "format/json.hpp"
+#include "format/lenient_json.hpp"
 #include "loom/error.hpp"
 
 namespace loom::format {
@@ -68,12 +69,13 @@ void read_metadata(element value, Metadata& out, const std::string& file) {
 
 ShardIndex parse_shard_index(std::string_view json, const std::string& file) {
   simdjson::dom::parser parser;
-  element root = parse_json(parser, json, file, 0);
+  simdjson::padded_string storage;
+  ShardIndex out;
+  element root = parse_lenient_json(parser, storage, json, file, &out.warnings);
   simdjson::dom::object top;
   if (root.get_object().get(top) != simdjson::SUCCESS) {
     fail(file, "shard index must be a JSON object, found " + std::string(json_type_name(root.type())));
   }
-  ShardIndex out;
   std::optional<element> map_el;
   bool have_metadata = false;
   for (auto field : top) {

@@ -127,8 +127,27 @@ constexpr R kGpt2Hf[] = {
     {"lm_head.weight", {"output"}},
 };
 
+// llama2.c checkpoints, named by their reader (format/llama2c.cpp) with the names of
+// Meta's and llama2.c's model.py. q/k rows are in Meta's interleaved-RoPE order.
+constexpr R kLlama2c[] = {
+    {"tok_embeddings.weight", {"token_embd"}},
+    {"layers.{N}.attention_norm.weight", {"attn_norm"}},
+    {"layers.{N}.attention.wq.weight", {"attn_q"}},
+    {"layers.{N}.attention.wk.weight", {"attn_k"}},
+    {"layers.{N}.attention.wv.weight", {"attn_v"}},
+    {"layers.{N}.attention.wo.weight", {"attn_out"}},
+    {"layers.{N}.ffn_norm.weight", {"ffn_norm"}},
+    {"layers.{N}.feed_forward.w1.weight", {"ffn_gate"}},
+    {"layers.{N}.feed_forward.w2.weight", {"ffn_down"}},
+    {"layers.{N}.feed_forward.w3.weight", {"ffn_up"}},
+    {"norm.weight", {"output_norm"}},
+    {"output.weight", {"output"}},
+};
+
 // Buffers that some checkpoints carry but that are not weights.
-constexpr std::string_view kLlamaIgnored[] = {"layers.{N}.self_attn.rotary_emb.inv_freq"};
+// (llama2.c's legacy files carry RoPE tables, which loom computes from rope_theta.)
+constexpr std::string_view kLlamaIgnored[] = {"layers.{N}.self_attn.rotary_emb.inv_freq", "freq_cis_real",
+                                              "freq_cis_imag"};
 constexpr std::string_view kGpt2Ignored[] = {"h.{N}.attn.bias", "h.{N}.attn.masked_bias"};
 
 constexpr ConfigKeys kGpt2Keys{
@@ -148,23 +167,23 @@ using P = PositionKind;
 
 // name, hf classes, hf model types, gguf names, norm, ffn, position, qkv bias, out bias,
 // ffn bias, norm bias, default tied, intermediate multiple, sliding window honoured,
-// gguf rope interleaved, hf keys, prefixes, hf names, gguf names, ignored
+// gguf rope interleaved, hf keys, prefixes, hf names, gguf names, ignored, llama2.c names
 const ArchitectureSpec kArchitectures[] = {
     {"llama", {"LlamaForCausalLM"}, {"llama"}, {"llama"}, N::rms_norm, F::swiglu, P::rope,
      false, false, false, false, false, 0, false, true, {}, {"model."}, kLlamaHf, kGgufCommon,
-     kLlamaIgnored},
+     kLlamaIgnored, kLlama2c},
     {"mistral", {"MistralForCausalLM"}, {"mistral"}, {}, N::rms_norm, F::swiglu, P::rope, false,
      false, false, false, false, 0, true, true, {}, {"model."}, kLlamaHf, kGgufCommon,
-     kLlamaIgnored},
+     kLlamaIgnored, {}},
     {"qwen2", {"Qwen2ForCausalLM"}, {"qwen2"}, {"qwen2"}, N::rms_norm, F::swiglu, P::rope, true,
      false, false, false, false, 0, true, false, {}, {"model."}, kLlamaHf, kGgufCommon,
-     kLlamaIgnored},
+     kLlamaIgnored, {}},
     {"phi3", {"Phi3ForCausalLM"}, {"phi3"}, {"phi3"}, N::rms_norm, F::swiglu, P::rope, false,
      false, false, false, false, 0, true, false, {}, {"model."}, kPhi3Hf, kPhi3Gguf,
-     kLlamaIgnored},
+     kLlamaIgnored, {}},
     {"gpt2", {"GPT2LMHeadModel", "GPT2Model"}, {"gpt2"}, {"gpt2"}, N::layer_norm, F::gelu_mlp,
      P::learned, true, true, true, true, true, 4, false, false, kGpt2Keys, {"transformer."},
-     kGpt2Hf, kGpt2Gguf, kGpt2Ignored},
+     kGpt2Hf, kGpt2Gguf, kGpt2Ignored, {}},
 };
 
 bool contains(std::span<const std::string_view> list, std::string_view s) {
@@ -200,6 +219,18 @@ const ArchitectureSpec* find_by_gguf(std::string_view gguf_arch) noexcept {
     if (contains(a.gguf_names, gguf_arch)) return &a;
   }
   return nullptr;
+}
+
+std::span<const NameRule> names_for(const ArchitectureSpec& spec, FormatKind format) noexcept {
+  switch (format) {
+    case FormatKind::gguf: return spec.gguf_names_map;
+    case FormatKind::llama2c: return spec.llama2c_names;
+    case FormatKind::safetensors:
+    case FormatKind::torch:
+    case FormatKind::npy:
+    case FormatKind::pack: return spec.hf_names;
+  }
+  return spec.hf_names;
 }
 
 bool match_pattern(std::string_view pattern, std::string_view name, int64_t& layer) noexcept {

@@ -2,7 +2,7 @@
 // recognise it, the forward-pass choices it makes, the config keys it reads, and how its
 // external tensor names (Hugging Face and GGUF) map onto loom's internal weight slots
 // (model/weight_slots.hpp), including fused tensors that must be split and Conv1D
-// weights stored transposed. Adding a family means adding a table entry here; see
+// weights stored transposed, and the names a llama2.c checkpoint's reader gives. Adding a family means adding a table entry here; see
 // docs/adding-a-model-family.md.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "loom/config.hpp"
+#include "loom/format.hpp"
 
 namespace loom::arch {
 
@@ -60,12 +61,17 @@ struct ArchitectureSpec {
   std::span<const NameRule> hf_names;
   std::span<const NameRule> gguf_names_map;
   std::span<const std::string_view> ignored;      // non-weight buffers some files carry
+  std::span<const NameRule> llama2c_names;        // llama2.c checkpoints (Meta's names)
 };
 
 std::span<const ArchitectureSpec> all_architectures() noexcept;
 const ArchitectureSpec* find_by_name(std::string_view name) noexcept;
 const ArchitectureSpec* find_by_hf(std::string_view hf_class, std::string_view model_type) noexcept;
 const ArchitectureSpec* find_by_gguf(std::string_view gguf_arch) noexcept;
+
+// The name rules for tensors read from a file of `format` (GGUF, llama2.c, or the
+// Hugging Face names for everything else).
+std::span<const NameRule> names_for(const ArchitectureSpec& spec, FormatKind format) noexcept;
 
 // Matches `name` (prefix already stripped) against `pattern`; on success sets `layer`
 // (-1 when the pattern has no {N}).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "format/lenient_json.hpp"
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
 #include "model/architectures.hpp"
@@ -175,13 +176,10 @@ void parse_rope_scaling(const JsonConfig& json, ModelConfig& c) {
 
 }  // namespace
 
-ModelConfig from_hf_json(std::string_view text, const std::string& path) {
+ModelConfig from_hf_json(std::string_view text, const std::string& path, std::vector<std::string>* warnings) {
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(text);
-  element root;
-  if (auto err = parser.parse(padded).get(root); err) {
-    fail(path, std::string("config.json is not valid JSON: ") + simdjson::error_message(err));
-  }
+  simdjson::padded_string padded;
+  const element root = format::parse_lenient_json(parser, padded, text, path, warnings);
   if (root.type() != element_type::OBJECT) fail(path, "config.json must hold a JSON object");
   JsonConfig json(root, path);
 
@@ -407,6 +405,48 @@ ModelConfig from_gguf(const WeightSource& source) {
   if (auto eot = id("tokenizer.ggml.eot_token_id"); eot && (c.eos_token_ids.empty() || *eot != c.eos_token_ids[0])) {
     c.eos_token_ids.push_back(*eot);
   }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw e.with_context({.file = path});
+  }
+  return c;
+}
+
+ModelConfig from_llama2c(const WeightSource& source) {
+  const std::string& path = source.root();
+  auto field = [&](std::string_view key) -> int64_t {
+    const MetaValue* v = source.metadata().find("llama2c." + std::string(key));
+    if (v == nullptr || !v->is_integer()) fail(path, "llama2.c header field '" + std::string(key) + "' is missing");
+    return v->as_int();
+  };
+  const arch::ArchitectureSpec* spec = arch::find_by_name("llama");
+  ModelConfig c;
+  c.architecture = std::string(spec->name);
+  c.norm = spec->norm;
+  c.ffn = spec->ffn;
+  c.position = spec->position;
+  c.hidden_size = field("dim");
+  c.intermediate_size = field("hidden_dim");
+  c.n_layers = field("n_layers");
+  c.n_heads = field("n_heads");
+  c.n_kv_heads = field("n_kv_heads");
+  c.vocab_size = field("vocab_size");
+  c.max_positions = field("seq_len");
+  if (c.n_heads <= 0) fail(path, "llama2.c header field 'n_heads' must be positive");
+  c.head_dim = c.hidden_size / c.n_heads;
+  c.rope_dims = c.head_dim;
+  // run.c hard-codes these; the file does not carry them.
+  c.norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  const MetaValue* shared = source.metadata().find("llama2c.shared_classifier");
+  c.tie_word_embeddings = shared == nullptr || shared->as_bool();
+  if (c.vocab_size > 2) {
+    c.bos_token_id = 1;
+    // run.c ends a sequence at BOS too: TinyStories are separated by it.
+    c.eos_token_ids = {2, 1};
+  }
+  c.torch_dtype = "float32";
   try {
     c.validate();
   } catch (const Error& e) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 
 #include "common/json_writer.hpp"
@@ -36,6 +37,33 @@ std::string dtype_summary(const std::vector<TensorLoadRecord>& tensors) {
   return out;
 }
 
+// A float as its shortest decimal (0.6f is written 0.6, not 0.6000000238418579).
+double shortest(float f) { return std::strtod(fmt::format("{}", f).c_str(), nullptr); }
+int64_t shortest(int32_t i) { return i; }
+
+template <typename T>
+void write_default(JsonWriter& w, std::string_view name, const DefaultValue<T>& v) {
+  w.key(name).begin_object();
+  w.field("value", shortest(v.value)).field("source", default_source_name(v.source)).field("key", v.key);
+  w.end_object();
+}
+
+// "generation": {"temperature": {"value": 0.6, "source": "generation_config.json", "key":
+// "temperature"}, ..., "eos_token_ids": [...], "has_file": true}
+void write_generation(JsonWriter& w, const GenerationDefaults& g) {
+  w.key("generation").begin_object();
+  write_default(w, "temperature", g.temperature);
+  write_default(w, "top_k", g.top_k);
+  write_default(w, "top_p", g.top_p);
+  write_default(w, "repetition_penalty", g.repetition_penalty);
+  write_default(w, "max_new_tokens", g.max_new_tokens);
+  w.key("eos_token_ids").begin_array();
+  for (int32_t id : g.eos_token_ids) w.value(static_cast<int64_t>(id));
+  w.end_array();
+  w.field("has_file", g.has_file);
+  w.end_object();
+}
+
 }  // namespace
 
 std::string LoadReport::to_text(bool trace) const {
@@ -61,6 +89,8 @@ std::string LoadReport::to_text(bool trace) const {
   if (!tokenizer.empty()) out += fmt::format("tokenizer  {}\n", tokenizer);
   for (const auto& n : notes) out += fmt::format("note       {}\n", n);
   for (const auto& w : warnings) out += fmt::format("warning    {}: {}\n", problem_kind_name(w.kind), w.detail);
+  for (const auto& w : file_warnings) out += fmt::format("warning    {}\n", w);
+  for (const auto& g : generation.describe()) out += fmt::format("generation {}\n", g);
   for (const auto& i : ignored) out += fmt::format("ignored    {}\n", i);
   if (!trace) return out;
   out += fmt::format("\n{:<24} {:<48} {:>10} {:<8} {:<8} {:<9} {}\n", "internal", "external", "offset",
@@ -115,6 +145,10 @@ std::string LoadReport::to_json(bool trace) const {
   w.key("ignored").begin_array();
   for (const auto& i : ignored) w.value(i);
   w.end_array();
+  w.key("file_warnings").begin_array();
+  for (const auto& fw : file_warnings) w.value(fw);
+  w.end_array();
+  write_generation(w, generation);
   if (trace) {
     w.key("trace").begin_array();
     for (const auto& t : tensors) {

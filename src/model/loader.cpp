@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,10 +24,12 @@
 #include "loom/tokenizer.hpp"
 #include "loom/pack.hpp"
 #include "model/config_parse.hpp"
+#include "model/generation_config.hpp"
 #include "model/pack_internal.hpp"
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "tensor/byte_order.hpp"
+#include "tokenizer/llama2c_vocab.hpp"
 
 namespace loom {
 
@@ -53,8 +56,10 @@ std::filesystem::path model_dir(const std::filesystem::path& path) {
   return std::filesystem::is_directory(path) ? path : path.parent_path();
 }
 
-ModelConfig config_for(const std::filesystem::path& path, const WeightSource& source) {
+ModelConfig config_for(const std::filesystem::path& path, const WeightSource& source,
+                       std::vector<std::string>* warnings = nullptr) {
   if (source.format() == FormatKind::gguf) return config_parse::from_gguf(source);
+  if (source.format() == FormatKind::llama2c) return config_parse::from_llama2c(source);
   const auto config_path = model_dir(path) / "config.json";
   if (!std::filesystem::exists(config_path)) {
     throw Error(ErrorCode::format,
@@ -62,7 +67,34 @@ ModelConfig config_for(const std::filesystem::path& path, const WeightSource& so
                     std::string(format_kind_name(source.format())) + " models from it",
                 {.file = config_path.string()});
   }
-  return config_parse::from_hf_json(read_text(config_path), config_path.string());
+  return config_parse::from_hf_json(read_text(config_path), config_path.string(), warnings);
+}
+
+// generation_config.json beside the weights (Hugging Face layouts and packs; a GGUF
+// carries no such file), else loom's defaults.
+GenerationDefaults generation_for(const std::filesystem::path& path, const WeightSource& source,
+                                  std::vector<std::string>& warnings) {
+  if (source.format() == FormatKind::gguf) return {};
+  const auto file = model_dir(path) / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return {};
+  return generation_config::parse(read_text(file), file.string(), &warnings);
+}
+
+// Appends the ids in `extra` that are in the vocabulary and not yet in `ids`.
+void merge_eos(std::vector<int32_t>& ids, const std::vector<int32_t>& extra, int64_t vocab_size) {
+  for (int32_t id : extra) {
+    if (id >= 0 && id < vocab_size && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+}
+
+void add_file_warnings(LoadReport& report, const std::vector<std::string>& warnings, const Logger& log) {
+  for (const auto& w : warnings) {
+    // The SentencePiece reader reads config.json again: one line per file is enough.
+    if (std::find(report.file_warnings.begin(), report.file_warnings.end(), w) != report.file_warnings.end()) continue;
+    report.file_warnings.push_back(w);
+    detail::log(log, LogLevel::warn, "{}", w);
+  }
 }
 
 // ---- file verification ----
@@ -303,7 +335,7 @@ DType target_dtype_for(const ManifestEntry& e, const TensorRecord& r, const Load
   return target;
 }
 
-std::string layout_change(const ManifestEntry& e, const TensorRecord& r) {
+std::string layout_change(const ManifestEntry& e, const TensorRecord& r, std::string_view order_source) {
   std::string out;
   if (e.transposed) out = "transposed from " + r.shape.to_string();
   if (e.split) {
@@ -313,18 +345,29 @@ std::string layout_change(const ManifestEntry& e, const TensorRecord& r) {
   }
   if (e.rope_interleaved) {
     if (!out.empty()) out += ", ";
-    out += "rows in GGUF interleaved-RoPE order (kept; RoPE rotates adjacent pairs)";
+    out += "rows in " + std::string(order_source) + " interleaved-RoPE order (kept; RoPE rotates adjacent pairs)";
   }
   return out;
 }
 
-// The model's tokenizer: GGUF metadata, or tokenizer.json (a pack may carry a
+// Whose row order interleaved q/k rows are in, for the load report.
+std::string_view rope_order_source(FormatKind format) noexcept {
+  return format == FormatKind::llama2c ? "Meta's (llama2.c)" : "GGUF";
+}
+
+// The model's tokenizer: GGUF metadata, a llama2.c tokenizer.bin, or tokenizer.json (a pack may carry a
 // tokenizer.gguf) beside the weights; null when there is none.
 std::shared_ptr<const Tokenizer> tokenizer_for(const std::filesystem::path& path, const WeightSource& source,
                                                LoadReport& report) {
   if (source.format() == FormatKind::gguf) {
     if (!source.metadata().contains("tokenizer.ggml.model")) return nullptr;
     return Tokenizer::from_gguf_metadata(source.metadata(), source.root());
+  }
+  if (source.format() == FormatKind::llama2c) {
+    std::string note;
+    const auto tok = tok::find_llama2c_tokenizer(path, note);
+    if (tok.empty()) report.notes.push_back(note);
+    return tok.empty() ? nullptr : Tokenizer::from_llama2c(tok);
   }
   const auto dir = model_dir(path);
   if (std::filesystem::exists(dir / "tokenizer.json") ||
@@ -422,7 +465,9 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
 
   auto source = open_source(path, options);
   verify_files(*source, options);
-  ModelConfig config = config_for(path, *source);
+  std::vector<std::string> file_warnings = source->warnings();
+  ModelConfig config = config_for(path, *source, &file_warnings);
+  GenerationDefaults generation = generation_for(path, *source, file_warnings);
   const Manifest manifest = Manifest::build(config, *source);
   if (auto blocking = manifest.blocking_problems(options.strict); !blocking.empty()) {
     throw ManifestError(path.string(), std::move(blocking));
@@ -438,8 +483,21 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
   }
   warn_suspicious_byte_order(*source, manifest, *report, log);
   report->ignored = manifest.ignored();
+  add_file_warnings(*report, file_warnings, log);
+  for (int32_t id : generation.eos_token_ids) {
+    if (id >= config.vocab_size) {
+      add_file_warnings(*report,
+                        {(model_dir(path) / "generation_config.json").string() + ": eos_token_id " +
+                         std::to_string(id) + " is outside the vocabulary (" + std::to_string(config.vocab_size) +
+                         " tokens) and was ignored"},
+                        log);
+    }
+  }
+  // End-of-generation ids: config.json's, then generation_config.json's, then the tokenizer's.
+  merge_eos(config.eos_token_ids, generation.eos_token_ids, config.vocab_size);
   if (manifest.rope_interleaved()) {
-    report->notes.push_back("q/k rows kept in GGUF interleaved-RoPE order; RoPE rotates adjacent pairs (no copy)");
+    report->notes.push_back("q/k rows kept in " + std::string(rope_order_source(source->format())) +
+                            " interleaved-RoPE order; RoPE rotates adjacent pairs (no copy)");
   }
 
   ModelWeights weights;
@@ -464,7 +522,7 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
     rec.file = file.path;
     rec.offset = r.offset;
     rec.stored_dtype = r.dtype;
-    rec.layout_change = layout_change(e, r);
+    rec.layout_change = layout_change(e, r, rope_order_source(source->format()));
     const DType target = target_dtype_for(e, r, options, report->notes);
     rec.dtype = target;
     const int64_t stored_cols = e.transposed ? r.shape[1] : e.shape.row_length();
@@ -627,14 +685,11 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
     if (tokenizer) report->tokenizer = tokenizer->name();
   }
   if (tokenizer) {
+    add_file_warnings(*report, tokenizer->load_warnings(), log);
     // End-of-generation ids the tokenizer knows (e.g. <|eot_id|>) join the config's.
-    for (int32_t id : tokenizer->eos_ids()) {
-      if (id >= 0 && id < config.vocab_size &&
-          std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), id) == config.eos_token_ids.end()) {
-        config.eos_token_ids.push_back(id);
-      }
-    }
+    merge_eos(config.eos_token_ids, tokenizer->eos_ids(), config.vocab_size);
   }
+  report->generation = generation;
 
   sample_rss();
   report->memory.rss_peak_bytes = rss_peak;
@@ -646,7 +701,7 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
               report->load_seconds);
   if (log.enabled(LogLevel::trace)) log.log(LogLevel::trace, report->to_text(true));
   return std::make_shared<const Model>(std::move(config), std::move(weights), std::move(tokenizer),
-                                       std::move(report));
+                                       std::move(report), std::move(generation));
 }
 }  // namespace
 

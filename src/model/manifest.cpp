@@ -50,8 +50,9 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
     throw Error(ErrorCode::unsupported, "no architecture table for '" + config.architecture + "'");
   }
   const bool gguf = source.format() == FormatKind::gguf;
+  const bool llama2c = source.format() == FormatKind::llama2c;
   const bool internal_names = source.format() == FormatKind::pack;
-  const std::span<const arch::NameRule> rules = gguf ? spec->gguf_names_map : spec->hf_names;
+  const std::span<const arch::NameRule> rules = arch::names_for(*spec, source.format());
 
   Manifest m;
   std::map<std::string, size_t, std::less<>> by_name;
@@ -198,7 +199,9 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
     }
   }
 
-  m.rope_interleaved_ = gguf && spec->gguf_rope_interleaved;
+  // GGUF permutes llama's q/k rows for interleaved RoPE; llama2.c keeps Meta's
+  // original rows, which are in that order already.
+  m.rope_interleaved_ = (gguf && spec->gguf_rope_interleaved) || llama2c;
   if (internal_names) {
     // A pack keeps the row order of the source it was converted from.
     const MetaValue* order = source.metadata().find("loom.rope_interleaved");
@@ -225,7 +228,7 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
         for (auto t : r.targets) {
           if (t != e.slot) continue;
           const std::string n = substitute_layer(r.pattern, e.layer);
-          looked_for.push_back(gguf || spec->prefixes[0].empty() ? n : std::string(spec->prefixes[0]) + n);
+          looked_for.push_back(gguf || llama2c || spec->prefixes[0].empty() ? n : std::string(spec->prefixes[0]) + n);
         }
       }
     }

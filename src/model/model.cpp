@@ -47,11 +47,12 @@ void check_weights(const ModelConfig& config, const ModelWeights& weights) {
 }  // namespace
 
 Model::Model(ModelConfig config, ModelWeights weights, std::shared_ptr<const Tokenizer> tokenizer,
-             std::shared_ptr<const LoadReport> report)
+             std::shared_ptr<const LoadReport> report, GenerationDefaults generation)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       tokenizer_(std::move(tokenizer)),
-      report_(std::move(report)) {
+      report_(std::move(report)),
+      generation_(std::move(generation)) {
   config_.validate();
   check_weights(config_, weights_);
 }

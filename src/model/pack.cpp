@@ -539,6 +539,12 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   write_text_atomically(partial / "config.json", hf_config_json(config));
   std::string tokenizer_file;
   const fs::path src_dir = fs::is_directory(src) ? src : src.parent_path();
+  // The generation defaults travel with the pack (a GGUF source has no such file).
+  if (model->load_report() && model->load_report()->format != "gguf" &&
+      fs::is_regular_file(src_dir / "generation_config.json")) {
+    fs::copy_file(src_dir / "generation_config.json", partial / "generation_config.json",
+                  fs::copy_options::overwrite_existing);
+  }
   if (model->tokenizer()) {
     if (fs::exists(src_dir / "tokenizer.json") && !is_pack(src)) {
       fs::copy_file(src_dir / "tokenizer.json", partial / "tokenizer.json", fs::copy_options::overwrite_existing);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "format/lenient_json.hpp"
 #include "loom/error.hpp"
 #include "tokenizer/str_cat.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
@@ -18,43 +19,16 @@ constexpr int64_t kSparseIdSlack = 1024;
 // far above them and far below what turns a short input into gigabytes.
 constexpr double kMaxNormalizerGrowth = 4096.0;
 
+// tokenizer_config.json beside `display_name` (a tokenizer.json path), or the bare name.
+std::string config_name(std::string_view display_name) {
+  constexpr std::string_view kJson = "tokenizer.json";
+  if (!display_name.ends_with(kJson)) return "tokenizer_config.json";
+  return str_cat(display_name.substr(0, display_name.size() - kJson.size()), "tokenizer_config.json");
+}
+
 using simdjson::dom::array;
 using simdjson::dom::element;
 using simdjson::dom::object;
-
-// simdjson rejects integers beyond 64 bits, and transformers writes model_max_length as
-// int(1e30). Such literals (outside strings) get a ".0" so they parse as doubles; loom
-// never reads them. Returns an empty string when the text needs no change.
-std::string widen_huge_integers(std::string_view text) {
-  std::string out;
-  bool in_string = false;
-  size_t copied = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-      continue;
-    }
-    if (c < '0' || c > '9') continue;
-    size_t j = i;
-    while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
-    const bool fraction = j < text.size() && (text[j] == '.' || text[j] == 'e' || text[j] == 'E');
-    if (j - i > 19 && !fraction) {
-      out.append(text.substr(copied, j - copied));
-      out += ".0";
-      copied = j;
-    }
-    i = j - 1;
-  }
-  if (copied == 0) return {};
-  out.append(text.substr(copied));
-  return out;
-}
 
 class JsonReader {
  public:
@@ -64,16 +38,13 @@ class JsonReader {
     throw Error(code, what, {.file = name_});
   }
 
-  // `storage` keeps the (padded) text alive as long as the returned document.
+  // `storage` keeps the (padded) text alive as long as the returned document. The text
+  // is read leniently (comments, trailing commas: format/lenient_json.hpp); integers
+  // beyond 64 bits (transformers' model_max_length = int(1e30)) become doubles, which
+  // loom never reads. `file` names the document in errors and warnings.
   element parse(simdjson::dom::parser& parser, simdjson::padded_string& storage, std::string_view text,
-                const char* what) const {
-    const std::string widened = widen_huge_integers(text);
-    storage = simdjson::padded_string(widened.empty() ? text : std::string_view(widened));
-    element doc;
-    if (auto err = parser.parse(storage).get(doc)) {
-      fail(str_cat(what, " is not valid JSON: ", simdjson::error_message(err)));
-    }
-    return doc;
+                const std::string& file, std::vector<std::string>& warnings) const {
+    return format::parse_lenient_json(parser, storage, text, file, &warnings, {.widen_huge_integers = true});
   }
 
   std::optional<element> field(element obj, std::string_view key) const {
@@ -415,7 +386,7 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
   impl->name = std::string(display_name);
   simdjson::dom::parser parser;
   simdjson::padded_string padded;
-  const element doc = r.parse(parser, padded, json, "tokenizer.json");
+  const element doc = r.parse(parser, padded, json, impl->name, impl->load_warnings);
   if (!doc.is_object()) r.fail("tokenizer.json must be a JSON object");
 
   // ---- model ----
@@ -565,10 +536,12 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
   simdjson::dom::parser cfg_parser;
   simdjson::padded_string cfg_padded;
   if (!config_json.empty()) {
-    cfg = r.parse(cfg_parser, cfg_padded, config_json, "tokenizer_config.json");
+    cfg = r.parse(cfg_parser, cfg_padded, config_json, config_name(display_name), impl->load_warnings);
     // "bos_token": null (Qwen2) or absent keeps what the post-processor template says.
-    if (const auto id = lookup(*impl, config_token(r, *cfg, "bos_token"))) impl->bos = id;
-    if (const auto id = lookup(*impl, config_token(r, *cfg, "eos_token"))) impl->eos = id;
+    impl->bos_text = config_token(r, *cfg, "bos_token");
+    impl->eos_text = config_token(r, *cfg, "eos_token");
+    if (const auto id = lookup(*impl, impl->bos_text)) impl->bos = id;
+    if (const auto id = lookup(*impl, impl->eos_text)) impl->eos = id;
     if (const auto id = lookup(*impl, config_token(r, *cfg, "unk_token"))) impl->unk = id;
     if (const auto id = lookup(*impl, config_token(r, *cfg, "pad_token"))) impl->pad = id;
     const auto cls = r.opt_string(*cfg, "tokenizer_class");

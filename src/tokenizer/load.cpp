@@ -1,11 +1,15 @@
 // Tokenizer::load and Tokenizer::from_gguf_metadata: finding the tokenizer of a path.
 #include <algorithm>
+#include <array>
+#include <span>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "loom/error.hpp"
 #include "loom/format.hpp"
 #include "loom/tokenizer.hpp"
+#include "tokenizer/llama2c_vocab.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 
 namespace loom {
@@ -27,6 +31,17 @@ bool has_gguf_magic(const fs::path& path) {
   char magic[4] = {};
   in.read(magic, 4);
   return in.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
+}
+
+// The weight format of a file, when it is one (by its first bytes and size).
+std::optional<FormatKind> weight_format(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 32> head{};
+  in.read(head.data(), head.size());
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return std::nullopt;
+  return sniff_format(std::as_bytes(std::span(head.data(), static_cast<size_t>(in.gcount()))), size);
 }
 
 std::shared_ptr<const Tokenizer> load_gguf(const fs::path& path) {
@@ -70,6 +85,20 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const fs::path& path) {
   }
   if (!fs::is_regular_file(path, ec)) throw Error(ErrorCode::io, "no such file", {.file = path.string()});
   if (has_gguf_magic(path)) return load_gguf(path);
+  if (path.extension() == ".bin") {
+    // A llama2.c checkpoint's tokenizer is the file beside it; other weights (a torch
+    // pytorch_model.bin) use their directory's; any other .bin is taken for a llama2.c
+    // tokenizer.bin.
+    const auto kind = weight_format(path);
+    if (kind == FormatKind::llama2c) {
+      std::string note;
+      const fs::path tok = tok::find_llama2c_tokenizer(path, note);
+      if (tok.empty()) throw Error(ErrorCode::io, note, {.file = path.string()});
+      return from_llama2c(tok);
+    }
+    if (kind) return load(path.has_parent_path() ? path.parent_path() : fs::path("."));
+    return from_llama2c(path);
+  }
   return load_json(path);
 }
 

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <map>
 
+#include "format/lenient_json.hpp"
 #include "loom/error.hpp"
 #include "loom/format.hpp"
 #include "loom/tokenizer.hpp"
@@ -180,6 +181,7 @@ struct HfSideFiles {
   std::string bos_token, eos_token, pad_token, unk_token;
   std::optional<int64_t> vocab_size;
   std::string chat_template;
+  std::vector<std::string> warnings;  // what lenient JSON parsing forgave
 };
 
 std::string token_content(simdjson::dom::element e) {
@@ -192,12 +194,16 @@ std::string token_content(simdjson::dom::element e) {
 HfSideFiles read_side_files(const fs::path& dir) {
   HfSideFiles out;
   simdjson::dom::parser parser;
+  simdjson::padded_string storage;
   std::error_code ec;
   std::map<int64_t, AddedToken> added;
+  // Read leniently, like every Hugging Face side file (format/lenient_json.hpp).
+  auto parse = [&](const fs::path& path) {
+    return format::parse_lenient_json(parser, storage, read_file(path), path.string(), &out.warnings);
+  };
   if (fs::is_regular_file(dir / "added_tokens.json", ec)) {
-    const auto text = simdjson::padded_string(read_file(dir / "added_tokens.json"));
     simdjson::dom::object obj;
-    if (parser.parse(text).get(obj) == simdjson::SUCCESS) {
+    if (parse(dir / "added_tokens.json").get(obj) == simdjson::SUCCESS) {
       for (auto [key, value] : obj) {
         int64_t id = 0;
         if (value.get(id) == simdjson::SUCCESS) added[id] = {id, std::string(key), false};
@@ -205,11 +211,7 @@ HfSideFiles read_side_files(const fs::path& dir) {
     }
   }
   if (fs::is_regular_file(dir / "tokenizer_config.json", ec)) {
-    const auto text = simdjson::padded_string(read_file(dir / "tokenizer_config.json"));
-    simdjson::dom::element root;
-    if (parser.parse(text).get(root) != simdjson::SUCCESS) {
-      throw Error(ErrorCode::format, "not valid JSON", {.file = (dir / "tokenizer_config.json").string()});
-    }
+    const simdjson::dom::element root = parse(dir / "tokenizer_config.json");
     bool b = false;
     if (root["add_bos_token"].get(b) == simdjson::SUCCESS) out.add_bos = b;
     if (root["add_eos_token"].get(b) == simdjson::SUCCESS) out.add_eos = b;
@@ -231,12 +233,8 @@ HfSideFiles read_side_files(const fs::path& dir) {
     }
   }
   if (fs::is_regular_file(dir / "config.json", ec)) {
-    const auto text = simdjson::padded_string(read_file(dir / "config.json"));
-    simdjson::dom::element root;
     int64_t v = 0;
-    if (parser.parse(text).get(root) == simdjson::SUCCESS && root["vocab_size"].get(v) == simdjson::SUCCESS) {
-      out.vocab_size = v;
-    }
+    if (parse(dir / "config.json")["vocab_size"].get(v) == simdjson::SUCCESS) out.vocab_size = v;
   }
   for (auto& [id, t] : added) out.added.push_back(std::move(t));
   return out;
@@ -246,7 +244,8 @@ HfSideFiles read_side_files(const fs::path& dir) {
 
 namespace tok {
 
-Metadata sentencepiece_metadata(const fs::path& dir) {
+// `warnings` gets what lenient JSON parsing forgave in the side files.
+Metadata sentencepiece_metadata(const fs::path& dir, std::vector<std::string>& warnings) {
   const fs::path model_path = dir / "tokenizer.model";
   const SpModel m = parse_model_proto(read_file(model_path), model_path.string());
   if (m.model_type != 2) {
@@ -255,7 +254,8 @@ Metadata sentencepiece_metadata(const fs::path& dir) {
                     " (only BPE, type 2, is supported; Unigram is not)",
                 {.file = model_path.string()});
   }
-  const HfSideFiles side = read_side_files(dir);
+  HfSideFiles side = read_side_files(dir);
+  for (auto& w : side.warnings) warnings.push_back(std::move(w));
   std::vector<SpPiece> pieces = m.pieces;
   // Added tokens beyond the model's pieces, then [PADn] up to the config's vocab size
   // (as llama.cpp's converter does), so ids line up with the embedding rows.
@@ -315,7 +315,11 @@ Metadata sentencepiece_metadata(const fs::path& dir) {
 }  // namespace tok
 
 std::shared_ptr<const Tokenizer> Tokenizer::from_sentencepiece_model(const fs::path& dir) {
-  return from_gguf_metadata(tok::sentencepiece_metadata(dir), (dir / "tokenizer.model").string());
+  std::vector<std::string> warnings;
+  Metadata md = tok::sentencepiece_metadata(dir, warnings);
+  auto impl = tok::build_from_gguf(md, (dir / "tokenizer.model").string());
+  impl->load_warnings = std::move(warnings);
+  return std::make_shared<const Tokenizer>(std::move(impl));
 }
 
 }  // namespace loom

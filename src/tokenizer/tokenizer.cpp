@@ -230,6 +230,19 @@ bool Tokenizer::is_special(int32_t id) const noexcept {
 bool Tokenizer::add_bos() const noexcept { return !impl_->prefix_ids.empty(); }
 bool Tokenizer::add_eos() const noexcept { return !impl_->suffix_ids.empty(); }
 const std::string& Tokenizer::chat_template() const noexcept { return impl_->chat_template; }
+const std::vector<std::string>& Tokenizer::load_warnings() const noexcept { return impl_->load_warnings; }
+
+std::string Tokenizer::bos_token() const {
+  if (impl_->bos_text) return *impl_->bos_text;
+  const auto id = impl_->bos;
+  return id && *id >= 0 && static_cast<size_t>(*id) < impl_->texts.size() ? impl_->texts[static_cast<size_t>(*id)] : std::string();
+}
+
+std::string Tokenizer::eos_token() const {
+  if (impl_->eos_text) return *impl_->eos_text;
+  const auto id = impl_->eos;
+  return id && *id >= 0 && static_cast<size_t>(*id) < impl_->texts.size() ? impl_->texts[static_cast<size_t>(*id)] : std::string();
+}
 const std::string& Tokenizer::name() const noexcept { return impl_->name; }
 
 bool Tokenizer::has_gguf_metadata() const noexcept { return impl_->gguf_metadata != nullptr; }

@@ -63,6 +63,11 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos, eos, unk, pad;
   std::vector<int32_t> eos_ids;
   std::string chat_template;
+  // What lenient JSON parsing forgave in its files ("<file>: 1 comment was ignored").
+  std::vector<std::string> load_warnings;
+  // tokenizer_config.json's bos_token / eos_token text, when it names one (chat templates
+  // read these; without them the text of bos / eos is used).
+  std::optional<std::string> bos_text, eos_text;
 
   Impl() = default;
   Impl(const Impl&) = delete;

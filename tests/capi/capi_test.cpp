@@ -1,7 +1,9 @@
 // Every C entry point, its success path and its error paths.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +67,8 @@ TEST_CASE("C API: versions and status names are stable") {
   CHECK(LOOM_ERR_MISSING_TENSOR == static_cast<int>(loom::ErrorCode::missing_tensor));
   CHECK(LOOM_ERR_NUMERIC == static_cast<int>(loom::ErrorCode::numeric));
   CHECK(LOOM_ERR_BUFFER_TOO_SMALL == static_cast<int>(loom::ErrorCode::buffer_too_small));
+  CHECK(std::string(loom_status_str(LOOM_ERR_TEMPLATE)) == "template");
+  CHECK(LOOM_ERR_TEMPLATE == static_cast<int>(loom::ErrorCode::template_error));
 }
 
 TEST_CASE("C API: load errors carry status, message and context, NULLs are refused") {
@@ -576,4 +580,75 @@ TEST_CASE("C API: the C++ wrapper owns handles and throws with the message") {
     CHECK(e.status() == LOOM_ERR_IO);
     CHECK(std::string(e.what()).find("/definitely/not/here") != std::string::npos);
   }
+}
+
+// ---- generation defaults (generation_config.json) ----
+
+TEST_CASE("C API: loom_model_generation_defaults fills what generation_config.json sets, within struct_size") {
+  t::TempDir dir;
+  const fs::path model_dir = dir / "demo";
+  fs::copy(demo_dir(), model_dir);
+  {
+    std::ofstream out(model_dir / "generation_config.json");
+    out << "{\"temperature\": 0.25, \"top_k\": 9, \"repetition_penalty\": 1.3, \"max_new_tokens\": 6,"
+           " \"eos_token_id\": [5, 6],}";
+  }
+  loom_model* m = load(model_dir);
+
+  loom_sampler_params sp;
+  loom_sampler_params_init(&sp);
+  sp.top_p = 0.5f;  // the caller's value: the file does not set top_p
+  loom_generate_params gp;
+  loom_generate_params_init(&gp);
+  REQUIRE(loom_model_generation_defaults(m, &sp, &gp) == LOOM_OK);
+  CHECK(sp.temperature == 0.25f);
+  CHECK(sp.top_k == 9);
+  CHECK(sp.top_p == 0.5f);
+  CHECK(sp.repeat_penalty == 1.3f);
+  CHECK(sp.min_p == 0.05f);  // loom's default, untouched
+  CHECK(gp.max_tokens == 6);
+  CHECK(gp.tokenize_flags == LOOM_TOKENIZE_ADD_SPECIAL);
+  REQUIRE(loom_model_generation_defaults(m, nullptr, &gp) == LOOM_OK);  // either may be NULL
+
+  // The file's eos ids are among the model's.
+  int32_t ids[16];
+  size_t n = 0;
+  REQUIRE(loom_model_eos_ids(m, ids, 16, &n) == LOOM_OK);
+  CHECK(std::find(ids, ids + n, 5) != ids + n);
+  CHECK(std::find(ids, ids + n, 6) != ids + n);
+
+  // An older caller whose struct ends before top_k: temperature is written, nothing after it.
+  loom_sampler_params old;
+  loom_sampler_params_init(&old);
+  old.struct_size = static_cast<uint32_t>(offsetof(loom_sampler_params, top_k));
+  old.top_k = -77;
+  REQUIRE(loom_model_generation_defaults(m, &old, nullptr) == LOOM_OK);
+  CHECK(old.temperature == 0.25f);
+  CHECK(old.top_k == -77);
+  loom_generate_params tiny;
+  loom_generate_params_init(&tiny);
+  tiny.struct_size = sizeof(uint32_t);
+  REQUIRE(loom_model_generation_defaults(m, nullptr, &tiny) == LOOM_OK);
+  CHECK(tiny.max_tokens == 128);
+
+  // The report names each value's source.
+  size_t len = 0;
+  REQUIRE(loom_model_load_report(m, 0, nullptr, 0, &len) == LOOM_OK);
+  std::string report(len + 1, '\0');
+  REQUIRE(loom_model_load_report(m, 0, report.data(), report.size(), &len) == LOOM_OK);
+  CHECK(report.find("\"generation\"") != std::string::npos);
+  CHECK(report.find("\"source\": \"generation_config.json\"") != std::string::npos);
+  CHECK(report.find("1 trailing comma was ignored") != std::string::npos);
+  loom_model_free(m);
+
+  // A model without the file leaves every field as the caller had it; NULL model fails.
+  loom_model* plain = load(demo_dir());
+  loom_sampler_params_init(&sp);
+  loom_generate_params_init(&gp);
+  REQUIRE(loom_model_generation_defaults(plain, &sp, &gp) == LOOM_OK);
+  CHECK(sp.temperature == 0.8f);
+  CHECK(sp.top_k == 40);
+  CHECK(gp.max_tokens == 128);
+  loom_model_free(plain);
+  CHECK(loom_model_generation_defaults(nullptr, &sp, &gp) == LOOM_ERR_INVALID_ARGUMENT);
 }

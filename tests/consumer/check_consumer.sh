@@ -39,4 +39,10 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 cc -std=c99 -Wall -Wextra -Werror -pedantic "$consumer/project/consumer.c" -o "$work/pc_consumer" \
   $(pkg-config --cflags --libs loom) -Wl,-rpath,"$libdir"
 "$work/pc_consumer"
+if [[ -x $prefix/bin/loom ]]; then
+  echo "== the installed loom runs its demo model from <prefix>/share/loom (not the source tree)"
+  demo_out=$(cd "$work" && "$prefix/bin/loom" run --max-tokens 12 --temperature 0 --no-report 2>&1)
+  grep -F "$prefix/share/loom/models/stories260K/stories260K.bin" <<<"$demo_out"
+  grep -F "Once upon a time, there was a little girl named Lily." <<<"$demo_out"
+fi
 echo "consumer checks passed"

@@ -9,6 +9,7 @@
 #include "format/byte_source.hpp"
 #include "format/zip.hpp"
 #include "fuzz/fuzz_tokenizers.hpp"
+#include "support/llama2c_writer.hpp"
 #include "loom/loader.hpp"
 #include "loom/format.hpp"
 
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy", "config_json",
-                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index"}) {
+                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c", "chat_template"}) {
     fs::create_directories(out / h);
   }
   const fs::path tmp = out / "tmp";
@@ -71,6 +72,8 @@ int main(int argc, char** argv) {
   write(out / "shard_index" / "index", read(tmp / "model.safetensors.index.json"));
   write(out / "shard_index" / "metadata", "{\"metadata\": {\"total_size\": 12, \"x\": [1], \"f\": 0.5}, "
                                           "\"weight_map\": {\"a\": \"s-1.safetensors\", \"b\": \"sub/s-2.safetensors\"}}");
+  write(out / "shard_index" / "lenient", "\xEF\xBB\xBF{ /* edited */ \"weight_map\": {\"a\": \"s-1.safetensors\", // a\n"
+                                         "\"b\": \"s-2.safetensors\",},}");
 
   // GGUF: tensors of several types, metadata of every type, a vocab-only file.
   loom::Metadata md;
@@ -150,6 +153,14 @@ int main(int argc, char** argv) {
         R"("num_hidden_layers":4294967296,"num_attention_heads":0,"vocab_size":1e300,"head_dim":3,)"
         R"("max_position_embeddings":-5,"rope_theta":"x","eos_token_id":null})");
   write(out / "config_json" / "nested", std::string(200, '[') + std::string(200, ']'));
+  // Hand-edited: a byte-order mark, both comment kinds, trailing commas, markers in strings.
+  write(out / "config_json" / "lenient",
+        "\xEF\xBB\xBF{ // edited\n"
+        R"("architectures":["LlamaForCausalLM",],"model_type":"llama /* not a comment */",)"
+        "\n/* block\n comment */ "
+        R"("hidden_size":64,"intermediate_size":128,"num_hidden_layers":1,"num_attention_heads":4,)"
+        R"("vocab_size":300,"max_position_embeddings":128,"torch_dtype":"a\"//b\\",})");
+  write(out / "config_json" / "open_comment", R"({"hidden_size": 64, /* never closed)");
 
   // tokenizer.json: the demo's trained byte-level BPE, and hand-made Llama-style ones.
   write(out / "tokenizer_json" / "demo", read(demo / "tokenizer.json"));
@@ -172,6 +183,18 @@ int main(int argc, char** argv) {
         R"("normalizer":{"type":"NFC"},"decoder":{"type":"ByteLevel"},)"
         R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"Ġ":3},"merges":[["a","b"]],"ignore_merges":true}})");
   write(out / "tokenizer_json" / "sparse_ids", R"({"model":{"type":"BPE","vocab":{"a":0,"b":16000000},"merges":[]}})");
+  write(out / "tokenizer_json" / "lenient",
+        "// hand-edited\n"
+        R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"//":3,},/* merges */"merges":["a b",],},})");
+
+  // generation_config.json: typical files and the odd ones.
+  write(out / "generation_config" / "llama3",
+        R"({"bos_token_id":128000,"do_sample":true,"eos_token_id":[128001,128008,128009],"temperature":0.6,)"
+        R"("top_p":0.9,"transformers_version":"4.45.0"})");
+  write(out / "generation_config" / "greedy",
+        "{\n  \"do_sample\": false, // greedy\n  \"max_length\": 256,\n  \"eos_token_id\": 2,\n}");
+  write(out / "generation_config" / "bad_types",
+        R"({"temperature":"hot","top_k":2.5,"max_new_tokens":-1,"eos_token_id":[1,[2]],"top_p":1e400})");
 
   // encode(): a mode byte (tokenizer, flags) then text, some of it not UTF-8.
   const std::vector<std::string> texts = {
@@ -209,6 +232,58 @@ int main(int argc, char** argv) {
   write(out / "pack_index" / "escape", replaced("data-00000.bin", "../../../etc/passwd"));
   write(out / "pack_index" / "offset", replaced("\"offset\":", "\"offset\":18446744073709551000"));
   write(out / "pack_index" / "version", replaced("\"version\":", "\"version\":9"));
+
+  // llama2.c: checkpoints in both layouts, tied and not, a truncated one, a version-2
+  // header, and a tokenizer.bin (the harness tries every input as both).
+  auto bytes_of = [](const std::vector<uint8_t>& v) { return std::vector<char>(v.begin(), v.end()); };
+  for (const int32_t version : {0, 1}) {
+    for (const bool shared : {true, false}) {
+      loom::test::Llama2cSpec spec;
+      spec.version = version;
+      spec.shared_classifier = shared;
+      write(out / "llama2c" / ("v" + std::to_string(version) + (shared ? "-tied" : "-untied")),
+            bytes_of(loom::test::llama2c_checkpoint(spec)));
+    }
+  }
+  {
+    auto cut = loom::test::llama2c_checkpoint({});
+    cut.erase(cut.end() - 3, cut.end());
+    write(out / "llama2c" / "truncated", bytes_of(cut));
+    loom::test::Llama2cSpec v2;
+    v2.version = 2;
+    write(out / "llama2c" / "v2", bytes_of(loom::test::llama2c_checkpoint(v2)));
+    write(out / "llama2c" / "tokenizer",
+          bytes_of(loom::test::llama2c_tokenizer_file(loom::test::llama2c_small_vocab())));
+  }
+
+  // chat templates: small ones in the styles real models ship (ChatML, Llama 3, tool calls,
+  // macros, namespaces, whitespace control), and a few broken ones.
+  {
+    const std::pair<const char*, std::string_view> templates[] = {
+        {"chatml", "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                   "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"},
+        {"llama3", "{{- bos_token }}\n{%- for message in messages %}\n    {{- '<|start_header_id|>' + message['role'] + "
+                   "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}\n{%- endfor %}\n"
+                   "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}\n"},
+        {"tools", "{%- if tools is defined and tools %}{{ tools | tojson(indent=4) }}{% endif %}\n{%- for m in messages %}"
+                  "{%- if m.tool_calls is defined %}{%- for tc in m.tool_calls %}{{ tc.function.name }}"
+                  "{{ tc.function.arguments | tojson }}{%- endfor %}{%- elif m.role == 'tool' %}[{{ m.content }}]"
+                  "{%- else %}{{ m.content }}{%- endif %}{%- endfor %}"},
+        {"macro_ns", "{%- macro render(m, depth=0) -%}{{ m.role | upper }}:{{ m.content if m.content is string else '' }}"
+                     "{%- endmacro -%}{%- set ns = namespace(count=0, seen=[]) -%}{%- for m in messages if m.role != 'system' -%}"
+                     "{%- set ns.count = ns.count + 1 -%}{{ render(m) }}{{ loop.index }}/{{ loop.length }}{% if not loop.last %}, "
+                     "{% endif %}{%- endfor -%}{{ ns.count }}{{ strftime_now('%d %b %Y') }}"},
+        {"raise", "{%- if messages[0]['role'] == 'system' -%}{{ raise_exception('System role not supported') }}{%- endif -%}"},
+        {"filters", "{{ messages | map(attribute='role') | unique | join(', ') }}|{{ messages | selectattr('role', 'equalto', "
+                    "'user') | list | length }}|{{ (messages | last).content[::-1] }}|{{ {'b': 1, 'a': [1.5, none]} | dictsort }}"
+                    "|{{ '  x  ' | trim | replace('x', 'y') | indent(2, true) }}|{{ 7 // 2 }}{{ 2 ** 8 }}{{ 'a' ~ 1 }}"},
+        {"whitespace", "  {%- if true -%}  a  {%+ if 1 %}b{% endif +%}\n{#- c -#}\n  {% raw %}{{ x }}{% endraw %}\n{{- ' y ' -}}"},
+        {"broken_tag", "{% if messages %}{{ messages[0].content "},
+        {"broken_end", "{% for m in messages %}{% endif %}"},
+        {"deep", "{{ ((((((((((1)))))))))) }}{% if 1 %}{% if 1 %}{% if 1 %}x{% endif %}{% endif %}{% endif %}"},
+    };
+    for (const auto& [name, text] : templates) write(out / "chat_template" / name, text);
+  }
 
   fs::remove_all(tmp);
   return 0;

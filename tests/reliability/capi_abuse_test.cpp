@@ -123,6 +123,10 @@ TEST_CASE("C API abuse: NULL for every pointer of every function is a status, ne
       {"loom_model_load_report(NULL length)", kBad, [&](loom_error**) { return loom_model_load_report(h.model, 0, buf, sizeof buf, nullptr); }, false},
       {"loom_model_load_report(1-byte buffer)", LOOM_ERR_BUFFER_TOO_SMALL, [&](loom_error**) { return loom_model_load_report(h.model, 1, buf, 1, &n); }, false},
       {"loom_model_load_report(NULL buffer: size query)", LOOM_OK, [&](loom_error**) { return loom_model_load_report(h.model, 1, nullptr, 0, &n); }, false},
+      // generation defaults
+      {"loom_model_generation_defaults(NULL model)", kBad, [&](loom_error**) { loom_sampler_params sp; loom_sampler_params_init(&sp); return loom_model_generation_defaults(nullptr, &sp, nullptr); }, false},
+      {"loom_model_generation_defaults(NULL structs)", LOOM_OK, [&](loom_error**) { return loom_model_generation_defaults(h.model, nullptr, nullptr); }, false},
+      {"loom_model_generation_defaults(struct_size 0)", LOOM_OK, [&](loom_error**) { loom_sampler_params sp{}; loom_generate_params gp{}; return loom_model_generation_defaults(h.model, &sp, &gp); }, false},
       // tokenizers
       {"loom_tokenizer_load(NULL path)", kBad, [&](loom_error** e) { return loom_tokenizer_load(nullptr, &tk, e); }},
       {"loom_tokenizer_load(NULL out)", kBad, [&](loom_error** e) { return loom_tokenizer_load(demo.c_str(), nullptr, e); }},

@@ -5,8 +5,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "loom/demo.hpp"
 #include "loom/exporter.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_model.hpp"
@@ -41,17 +43,14 @@ Run loom_cli(const std::string& args, const std::string& env = "") {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// A tiny llama with the demo tokenizer, so every command has something real to chew on.
+// The random-weight demo model (loom::write_demo_model: a tiny llama with a trained
+// byte-level tokenizer), so every command has something real to chew on.
 struct Fixture {
   t::TempDir dir;
   fs::path model;
-  fs::path cache;
   Fixture() {
-    cache = dir / "cache";
-    // The demo model gives a tokenizer; `loom run` with no model creates it.
-    const Run r = loom_cli("run --max-tokens 2 --no-report --prompt hi", "LOOM_CACHE_DIR=" + quote(cache.string()));
-    REQUIRE(r.code == 0);
-    for (const auto& e : fs::directory_iterator(cache)) model = e.path();
+    model = dir / "demo";
+    loom::write_demo_model(model);
   }
 };
 
@@ -104,17 +103,42 @@ TEST_CASE("cli: errors name the file and exit 1") {
   CHECK(contains(r.output, "broken.gguf"));
 }
 
-TEST_CASE("cli: run the demo model, inspect, tokenize and bench") {
-  Fixture f;
-  Run r = loom_cli("run --prompt 'Once upon a time' --max-tokens 5 --seed 3", "LOOM_CACHE_DIR=" + quote(f.cache.string()));
+TEST_CASE("cli: run the built-in stories260K demo, inspect, tokenize and bench") {
+  // No --model: the vendored stories260K tells its story (greedy, so the text is known:
+  // it is llama2.c's own output for this prompt).
+  Run r = loom_cli("run --max-tokens 12 --temperature 0");
   CHECK(r.code == 0);
-  CHECK(contains(r.output, "Its weights are RANDOM"));
+  CHECK(contains(r.output, "built-in demo model, stories260K"));
+  CHECK(contains(r.output, "examples/models/stories260K/stories260K.bin"));
+  CHECK(contains(r.output, "format     llama2c"));
+  CHECK(contains(r.output, "47 zero-copy"));
+  CHECK(contains(r.output, "Once upon a time, there was a little girl named Lily."));
+  CHECK(contains(r.output, "tok/s"));
+  // A sampled run with a seed streams the same text twice.
+  const std::string sampled = "run --prompt 'Once upon a time' --max-tokens 16 --seed 3 --no-report";
+  Run a = loom_cli(sampled);
+  Run b = loom_cli(sampled);
+  CHECK(a.code == 0);
+  CHECK(a.output.substr(0, a.output.find("loom: prompt")) == b.output.substr(0, b.output.find("loom: prompt")));
+  // A missing demo model says where it looked.
+  r = loom_cli("run --max-tokens 2", "LOOM_DEMO_MODEL=/no/such/stories.bin");
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "/no/such/stories.bin"));
+  // The tokenizer of a llama2.c checkpoint is the tok512.bin beside it.
+  r = loom_cli("tokenize --model " + quote(std::string(LOOM_SOURCE_DIR) + "/examples/models/stories260K/stories260K.bin") +
+               " Once upon a time");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "403\t' Once'"));
+  CHECK(contains(r.output, "5 tokens"));
+  r = loom_cli("bench --reps 1 --prompt-tokens 8 --gen-tokens 4 --threads 1");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "stories260K.bin (llama"));
+
+  Fixture f;
+  r = loom_cli("run --model " + quote(f.model.string()) + " --prompt 'Once upon a time' --max-tokens 5 --seed 3");
+  CHECK(r.code == 0);
   CHECK(contains(r.output, "zero-copy"));
   CHECK(contains(r.output, "tok/s"));
-  // The same seed streams the same text.
-  Run again = loom_cli("run --prompt 'Once upon a time' --max-tokens 5 --seed 3 --no-report",
-                       "LOOM_CACHE_DIR=" + quote(f.cache.string()));
-  CHECK(again.code == 0);
   r = loom_cli("inspect --model " + quote(f.model.string()) + " --trace");
   CHECK(r.code == 0);
   CHECK(contains(r.output, "blk.0.attn_q"));
@@ -223,4 +247,201 @@ TEST_CASE("cli: a conversion killed mid-way resumes to a byte-identical pack") {
     INFO(e.path().filename());
     CHECK(t::read_file_bytes(e.path()) == t::read_file_bytes(out / "again" / e.path().filename()));
   }
+}
+
+// ---- generation defaults (generation_config.json) ----
+
+TEST_CASE("cli: run takes max_new_tokens and do_sample from generation_config.json, flags win") {
+  Fixture f;
+  const fs::path model = f.dir / "with-gen";
+  fs::copy(f.model, model);
+  {
+    std::ofstream out(model / "generation_config.json");
+    out << "{\n  \"do_sample\": false, // greedy\n  \"max_new_tokens\": 3,\n}\n";
+  }
+  const std::string base = "run --model " + quote(model.string()) + " --prompt 'Once upon a time' --threads 1";
+  Run r = loom_cli(base);
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "generation 3 tokens"));
+  CHECK(contains(r.output, "stop: max_tokens"));
+  CHECK(contains(r.output, "sampling   temperature 0 (generation_config.json: do_sample)"));
+  CHECK(contains(r.output, "max_tokens 3 (generation_config.json: max_new_tokens)"));
+  CHECK(contains(r.output, "top_k 40 (loom default)"));
+  CHECK(contains(r.output, "generation_config.json: 1 comment and 1 trailing comma were ignored"));
+
+  r = loom_cli(base + " --max-tokens 5 --temperature 0.7 --seed 1");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "generation 5 tokens"));
+  CHECK(contains(r.output, "temperature 0.7 (--temperature)"));
+  CHECK(contains(r.output, "max_tokens 5 (--max-tokens)"));
+
+  // Greedy from the file: two runs print the same text.
+  const Run a = loom_cli(base + " --no-report");
+  const Run b = loom_cli(base + " --no-report --seed 99");
+  auto text = [](const Run& run) { return run.output.substr(0, run.output.find("\nloom: prompt")); };
+  CHECK(a.code == 0);
+  CHECK(text(a) == text(b));
+  CHECK_FALSE(contains(a.output, "sampling "));
+
+  // A broken file is an error naming it, its line and column.
+  {
+    std::ofstream out(model / "generation_config.json", std::ios::trunc);
+    out << "{\n  \"max_new_tokens\": 3\n  \"top_k\": 2\n}\n";
+  }
+  r = loom_cli(base);
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "generation_config.json"));
+  CHECK(contains(r.output, "malformed JSON at line 3, column 3: expected ',' or '}'"));
+}
+
+namespace {
+// stdout alone, byte for byte (stderr dropped), and the exit code.
+Run loom_stdout(const std::string& args) {
+  const std::string cmd = quote(LOOM_CLI_PATH) + " " + args + " 2>/dev/null";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  FILE* f = std::fopen(p.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+}  // namespace
+
+TEST_CASE("cli: template renders a file or the model's own template exactly") {
+  Fixture fx;
+  const fs::path tpl = fx.dir / "t.jinja";
+  const fs::path msgs = fx.dir / "m.json";
+  write_text(tpl, "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}\n{% endfor %}"
+                  "{% if add_generation_prompt %}<assistant>{% endif %}{{ tools | length }}\n");
+  write_text(msgs, R"([{"role": "user", "content": " Hi \u00e9 "}])");
+  Run r = loom_stdout("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 0);
+  CHECK(r.output == "<user>Hi \xC3\xA9\n0");  // nothing added, the template's last newline dropped as Jinja2 does
+  r = loom_stdout("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()) +
+                  " --add-generation-prompt --bos-token '<s>'");
+  CHECK(r.output == "<s><user>Hi \xC3\xA9\n<assistant>0");
+  // an object with messages and tools
+  write_text(msgs, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"name": "f"}, {"name": "g"}]})");
+  r = loom_stdout("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.output == "<user>x\n2");
+
+  // the model's own template and BOS/EOS text
+  const fs::path tokdir = fx.dir / "tok";
+  fs::create_directories(tokdir);
+  fs::copy_file(fx.model / "tokenizer.json", tokdir / "tokenizer.json");
+  write_text(tokdir / "tokenizer_config.json",
+             R"({"bos_token": {"content": "<|begin_of_text|>"}, "eos_token": "<|end_of_text|>", )"
+             R"("chat_template": "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"})");
+  r = loom_stdout("template --model " + quote(tokdir.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 0);
+  CHECK(r.output == "<|begin_of_text|>x<|end_of_text|>");
+
+  // the template's error on stderr, exit 1; a model without a template; usage errors
+  write_text(tpl, "{{ raise_exception('Conversation roles must alternate') }}");
+  r = loom_cli("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "Conversation roles must alternate"));
+  write_text(tpl, "line one\n{% if %}");
+  r = loom_cli("template --template " + quote(tpl.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, tpl.string() + ":2:"));
+  r = loom_cli("template --model " + quote(fx.model.string()) + " --messages " + quote(msgs.string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "no chat template"));
+  CHECK(loom_cli("template --messages " + quote(msgs.string())).code == 2);
+  CHECK(loom_cli("template --template " + quote(tpl.string())).code == 2);
+}
+
+// ---- chat ----
+
+namespace {
+// The demo model with a chat template in its tokenizer_config.json.
+fs::path with_chat_template(const Fixture& f) {
+  const fs::path model = f.dir / "chat-model";
+  fs::copy(f.model, model);
+  std::ofstream(model / "tokenizer_config.json", std::ios::trunc)
+      << R"({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "chat_template": )"
+      << R"("{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}\n{% endfor %})"
+      << R"({% if add_generation_prompt %}<|assistant|>{% endif %}"})" << "\n";
+  return model;
+}
+}  // namespace
+
+TEST_CASE("cli: chat reads turns from stdin, reuses the KV cache between turns, and takes /system and /reset") {
+  Fixture f;
+  const fs::path model = with_chat_template(f);
+  const fs::path input = f.dir / "turns.txt";
+  std::ofstream(input) << "Hello there\n/system Be kind.\nAnd again\n/reset\nOnce more\n/nonsense\n";
+  const Run r = loom_cli("chat --model " + quote(model.string()) +
+                         " --no-report --max-tokens 3 --temperature 0 --threads 1 < " + quote(input.string()));
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "chat: type a message"));
+  // Turn 1 computes everything; turn 2 changed the first message (a system prompt
+  // appeared), so little is reused; after /reset the prompt starts again with BOS.
+  CHECK(contains(r.output, " reused, "));
+  CHECK(contains(r.output, "(0 reused, "));
+  CHECK(contains(r.output, "conversation cleared"));
+  CHECK(contains(r.output, "unknown command '/nonsense'"));
+  size_t turns = 0;
+  for (size_t at = r.output.find("[prompt "); at != std::string::npos; at = r.output.find("[prompt ", at + 1)) ++turns;
+  CHECK(turns == 3);
+}
+
+TEST_CASE("cli: chat turns after the first prefill only the new message") {
+  Fixture f;
+  const fs::path model = with_chat_template(f);
+  const fs::path input = f.dir / "turns.txt";
+  std::ofstream(input) << "First question\nSecond question\n";
+  // max-tokens 0: empty replies end on the EOS special token, so the boundary is exact.
+  const Run r = loom_cli("chat --model " + quote(model.string()) +
+                         " --no-report --max-tokens 0 --threads 1 < " + quote(input.string()));
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const size_t first = r.output.find("[prompt ");
+  REQUIRE(first != std::string::npos);
+  const size_t second = r.output.find("[prompt ", first + 1);
+  REQUIRE(second != std::string::npos);
+  long p1 = 0, reused1 = 0, new1 = 0, p2 = 0, reused2 = 0, new2 = 0;
+  REQUIRE(std::sscanf(r.output.c_str() + first, "[prompt %ld tokens (%ld reused, %ld new)", &p1, &reused1, &new1) == 3);
+  REQUIRE(std::sscanf(r.output.c_str() + second, "[prompt %ld tokens (%ld reused, %ld new)", &p2, &reused2, &new2) == 3);
+  CHECK(reused1 == 0);
+  CHECK(new1 == p1);
+  CHECK(reused2 == p1);
+  CHECK(new2 == p2 - p1);
+}
+
+TEST_CASE("cli: run --chat wraps the prompt in the template, and a base model falls back to plain completion") {
+  Fixture f;
+  const fs::path model = with_chat_template(f);
+  Run r = loom_cli("run --chat --model " + quote(model.string()) +
+                   " --prompt 'Hi' --system 'Be brief.' --max-tokens 2 --threads 1 --no-report");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "generation "));
+  r = loom_cli("run --chat --model " + quote(f.model.string()) + " --prompt 'Hi' --max-tokens 2 --threads 1 --no-report");
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "no chat template"));
+  CHECK(contains(r.output, "generation 2 tokens"));
+  const fs::path input = f.dir / "lines.txt";
+  std::ofstream(input) << "Once upon a time\n";
+  r = loom_cli("chat --model " + quote(f.model.string()) + " --no-report --max-tokens 2 --threads 1 < " +
+               quote(input.string()));
+  CHECK(r.code == 0);
+  CHECK(contains(r.output, "no chat template"));
+  CHECK(contains(r.output, "[reply 2 tokens"));
+  // A template given on the command line that does not compile is an error.
+  const fs::path bad = f.dir / "bad.jinja";
+  std::ofstream(bad) << "{% for m in messages %}";
+  r = loom_cli("chat --model " + quote(f.model.string()) + " --template " + quote(bad.string()) + " --no-report < /dev/null");
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "bad.jinja:1:"));  // the template's file, line and column
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/demo.hpp"
 #include "loom/format.hpp"
 #include "loom/loader.hpp"
 #include "loom/session.hpp"
@@ -59,17 +60,13 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
   return out;
 }
 
-// The demo model (4 layers, hidden 256, a real tokenizer), created by `loom run`.
+// The random-weight demo model (4 layers, hidden 256, a real tokenizer).
 struct DemoModel {
   t::TempDir dir;
-  fs::path cache;
   fs::path model;
-  std::string env;
   DemoModel() {
-    cache = dir / "cache";
-    env = "LOOM_CACHE_DIR=" + quote(cache.string());
-    REQUIRE(loom_cli("run --max-tokens 1 --no-report --prompt hi", env, "2>&1").code == 0);
-    for (const auto& e : fs::directory_iterator(cache)) model = e.path();
+    model = dir / "demo";
+    loom::write_demo_model(model);
   }
 };
 
@@ -80,9 +77,9 @@ TEST_CASE("cli: run --trace-forward prints stage statistics on stderr for the re
   const std::string args = "run --model " + quote(d.model.string()) +
                            " --prompt 'Once upon' --max-tokens 2 --temperature 0 --threads 1 --no-report"
                            " --trace-forward --trace-layers 1,3";
-  const Run err = loom_cli(args, d.env, "2>&1 >/dev/null");
+  const Run err = loom_cli(args, "", "2>&1 >/dev/null");
   REQUIRE(err.code == 0);
-  const Run out = loom_cli(args, d.env, "2>/dev/null");
+  const Run out = loom_cli(args, "", "2>/dev/null");
   REQUIRE(out.code == 0);
   // stdout holds the prompt and the generated text, nothing of the trace.
   CHECK(out.output.rfind("Once upon", 0) == 0);
@@ -133,7 +130,7 @@ TEST_CASE("cli: run --trace-dump writes every traced stage as .npy equal to the 
   const Run r = loom_cli("run --model " + quote(d.model.string()) +
                              " --prompt 'Once upon' --max-tokens 2 --temperature 0 --threads 1 --no-report"
                              " --trace-layers 0 --trace-dump " + quote(dump.string()),
-                         d.env, "2>&1");
+                         "", "2>&1");
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(lines_with(r.output, "loom: trace pass=").size() == 2 * 5);  // --trace-dump implies the lines

@@ -44,23 +44,68 @@ void matvec_bf16_scalar(const uint16_t* w, int64_t stride, const float* x, float
   }
 }
 
+// The scalar level's products: one token at a time through the matvec, so each output
+// is the same sequential sum (k ascending) for any batch.
+void gemm_f32_scalar(const float* w, int64_t stride, const float* x, int64_t x_stride,
+                     int64_t n_tokens, float* y, int64_t y_stride, int64_t n_rows, int64_t cols) {
+  for (int64_t t = 0; t < n_tokens; ++t) matvec_f32_scalar(w, stride, x + t * x_stride, y + t * y_stride, n_rows, cols);
+}
+void gemm_f16_scalar(const uint16_t* w, int64_t stride, const float* x, int64_t x_stride,
+                     int64_t n_tokens, float* y, int64_t y_stride, int64_t n_rows, int64_t cols) {
+  for (int64_t t = 0; t < n_tokens; ++t) matvec_f16_scalar(w, stride, x + t * x_stride, y + t * y_stride, n_rows, cols);
+}
+void gemm_bf16_scalar(const uint16_t* w, int64_t stride, const float* x, int64_t x_stride,
+                      int64_t n_tokens, float* y, int64_t y_stride, int64_t n_rows, int64_t cols) {
+  for (int64_t t = 0; t < n_tokens; ++t) matvec_bf16_scalar(w, stride, x + t * x_stride, y + t * y_stride, n_rows, cols);
+}
+
 namespace {
 
 using F32Kernel = void (*)(const float*, int64_t, const float*, float*, int64_t, int64_t);
 using U16Kernel = void (*)(const uint16_t*, int64_t, const float*, float*, int64_t, int64_t);
+using F32Gemm = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t,
+                         int64_t, int64_t);
+using U16Gemm = void (*)(const uint16_t*, int64_t, const float*, int64_t, int64_t, float*,
+                         int64_t, int64_t, int64_t);
 
-struct MatvecTable {
+// One ISA's matvec and gemm: they sum each output in the same order (batch invariance).
+struct PlainTable {
   F32Kernel f32;
   U16Kernel f16;
   U16Kernel bf16;
+  F32Gemm gemm_f32;
+  U16Gemm gemm_f16;
+  U16Gemm gemm_bf16;
 };
 
 // Indexed by loom::Isa.
-constexpr MatvecTable kMatvec[] = {
-    {matvec_f32_scalar, matvec_f16_scalar, matvec_bf16_scalar},
-    {matvec_f32_avx2, matvec_f16_avx2, matvec_bf16_avx2},
-    {matvec_f32_avx512, matvec_f16_avx512, matvec_bf16_avx512},
+constexpr PlainTable kPlain[] = {
+    {matvec_f32_scalar, matvec_f16_scalar, matvec_bf16_scalar, gemm_f32_scalar, gemm_f16_scalar,
+     gemm_bf16_scalar},
+    {matvec_f32_avx2, matvec_f16_avx2, matvec_bf16_avx2, gemm_f32_avx2, gemm_f16_avx2,
+     gemm_bf16_avx2},
+    {matvec_f32_avx512, matvec_f16_avx512, matvec_bf16_avx512, gemm_f32_avx512, gemm_f16_avx512,
+     gemm_bf16_avx512},
 };
+
+// Y[t, r] for rows [r0, r1) of a plain-dtype weight, every token.
+void gemm_rows(const Tensor& w, int64_t r0, int64_t r1, const float* x, int64_t x_stride,
+               int64_t n_tokens, float* y, int64_t y_stride) {
+  const int64_t cols = w.shape()[1];
+  const PlainTable& k = kPlain[static_cast<int>(active_isa())];
+  float* yr = y + r0;
+  switch (w.dtype()) {
+    case DType::f32:
+      return k.gemm_f32(w.data<float>() + r0 * cols, cols, x, x_stride, n_tokens, yr, y_stride, r1 - r0, cols);
+    case DType::f16:
+      return k.gemm_f16(w.data<uint16_t>() + r0 * cols, cols, x, x_stride, n_tokens, yr, y_stride, r1 - r0, cols);
+    case DType::bf16:
+      return k.gemm_bf16(w.data<uint16_t>() + r0 * cols, cols, x, x_stride, n_tokens, yr, y_stride, r1 - r0, cols);
+    default: break;
+  }
+  throw Error(ErrorCode::unsupported,
+              "no matrix-matrix kernel for weight dtype " + std::string(dtype_name(w.dtype())));
+}
 
 void check_weight(const Tensor& w) {
   if (w.shape().rank() != 2 || !w.is_contiguous() || w.layout() != Layout::row_major) {
@@ -117,7 +162,7 @@ void linear_quantized(const Tensor& w, const float* x, int64_t x_stride, int64_t
 
 void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t r1) {
   const int64_t cols = w.shape()[1];
-  const MatvecTable& k = kMatvec[static_cast<int>(active_isa())];
+  const PlainTable& k = kPlain[static_cast<int>(active_isa())];
   switch (w.dtype()) {
     case DType::f32: return k.f32(w.data<float>() + r0 * cols, cols, x, y, r1 - r0, cols);
     case DType::f16: return k.f16(w.data<uint16_t>() + r0 * cols, cols, x, y, r1 - r0, cols);
@@ -144,8 +189,11 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     });
     return;
   }
+  // Opt-in, not batch-invariant: only prefill rounds the activations (see linear.hpp).
   if (bf16_activations && w.dtype() == DType::bf16 && gemm_bf16_dot_supported(w.shape()[1])) {
-    thread_local PackedActivationsBf16 packed_storage;  // see the note below on thread_local
+    // The calling thread's buffer, named through a local reference: inside the lambda
+    // a thread_local would name each worker's own (empty) instance.
+    thread_local PackedActivationsBf16 packed_storage;
     PackedActivationsBf16& packed = packed_storage;
     pack_activations_bf16(x, x_stride, n_tokens, w.shape()[1], packed);
     pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
@@ -154,22 +202,8 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     });
     return;
   }
-  if (gemm_avx512_supports(w.dtype())) {
-    // The calling thread's buffer, named through a local reference: inside the lambda
-    // a thread_local would name each worker's own (empty) instance.
-    thread_local PackedActivations packed_storage;
-    PackedActivations& packed = packed_storage;
-    pack_activations(x, x_stride, n_tokens, w.shape()[1], packed);
-    pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
-      gemm_avx512(w, r0, r1, packed, y, y_stride);
-      add_bias(bias, r0, r1, n_tokens, y, y_stride);
-    });
-    return;
-  }
-  pool.parallel_for(rows, kEigenGemmRows, [&](int64_t r0, int64_t r1, int) {
-    {
-      gemm_eigen_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
-    }
+  pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+    gemm_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
     add_bias(bias, r0, r1, n_tokens, y, y_stride);
   });
 }

@@ -17,10 +17,16 @@ void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t 
 // Y[t, r] = dot(W[r, :], X[t, :]) + (bias ? bias[r] : 0) for t < n_tokens, r < rows.
 // X is [n_tokens, cols] with row stride x_stride, Y is [n_tokens, rows] with row stride
 // y_stride. Rows are split across the pool's threads. n_tokens == 1 streams W once
-// (decode); larger batches use blocked matrix-matrix products (prefill).
-// `bf16_activations`: for bf16 weights in prefill, round the activations to bf16 and use
-// the CPU's bf16 dot-product instructions (twice the f32 rate; ~3 significant digits of
-// the activations kept, as llama.cpp does for bf16 weights). Off: f32 activations.
+// (decode); larger batches use register-blocked matrix-matrix products (prefill).
+//
+// Batch invariant (docs/runtime.md, "Batch invariance"): for every dtype, ISA level and
+// thread count, row t of Y is bit-identical to the product of X[t] alone (n_tokens = 1),
+// whatever the other tokens and n_tokens, bias included.
+// The one exception is the opt-in `bf16_activations`: for bf16 weights in prefill, round
+// the activations to bf16 and use the CPU's bf16 dot-product instructions (AVX512-BF16
+// only; twice the f32 rate; ~3 significant digits of the activations kept, as llama.cpp
+// does for bf16 weights). Decode does not round, so with it on a prefilled token's
+// outputs differ from the same token decoded alone. Off: f32 activations, invariant.
 void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride,
             int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
             bool bf16_activations = false);

@@ -232,9 +232,36 @@ struct WGq8 {
 
 // Independent f32 accumulation chains per activation: every 32-element run ends in one
 // FMA into its chain, so a single chain would cap a narrow tile at one run per FMA
-// latency (~4 cycles for 16-34 bytes of weights). Wide tiles have Nt chains already.
-template <int Nt>
-inline constexpr int kGroupChains = Nt == 1 ? 4 : (Nt == 2 ? 2 : 1);
+// latency (~4 cycles for 16-34 bytes of weights). The count is the same for every tile
+// width (batch invariance: a token's result must not depend on how many tokens share
+// its tile), so the tiles stop at two tokens (AtMostTwo below): four chains x two
+// tokens fill 8 of the 16 ymm, four tokens would spill.
+inline constexpr int kGroupChains = 4;
+
+// Tiles of 3 or 4 tokens run as a tile of 2 then one of the rest: the same per-token
+// sums as any width (the weight row is read again, from L1).
+template <template <int> class K>
+struct AtMostTwo {
+  template <int Nt>
+  struct Tile {
+    QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
+                              float* out) {
+      if constexpr (Nt <= 2) {
+        K<Nt>::run(w, acts, blocks, out);
+      } else {
+        K<2>::run(w, acts, blocks, out);
+        ActTile rest;
+        for (int t = 2; t < Nt; ++t) {
+          const auto i = static_cast<size_t>(t);
+          rest.rows[i - 2] = acts.rows[i];
+          rest.scales[i - 2] = acts.scales[i];
+          rest.prepared[i - 2] = acts.prepared[i];
+        }
+        K<Nt - 2>::run(w, rest, blocks, out + 2);
+      }
+    }
+  };
+};
 
 // The chain a run accumulates into must be a compile-time constant (a run-time index
 // would put the accumulators in memory): blocks go in steps that cover whole multiples of
@@ -271,7 +298,7 @@ struct Grouped {
   struct Tile {
     QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                               float* out) {
-      constexpr int kChains = kGroupChains<Nt>;
+      constexpr int kChains = kGroupChains;
       constexpr int kStep = kBlockStep<kRuns, kChains>;
       __m256 acc[kChains][Nt];
       for (auto& chain : acc) {
@@ -357,7 +384,7 @@ struct GroupedU4 {
   struct Tile {
     QD_TARGET static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                               float* out) {
-      constexpr int kChains = kGroupChains<Nt>;
+      constexpr int kChains = kGroupChains;
       constexpr int kStep = kBlockStep<kRuns, kChains>;
       __m256 acc[kChains][Nt];
       float correction[kChains][Nt];
@@ -747,14 +774,14 @@ void register_shared_kernels(KernelSet& set) {
   register_tiles<Q3K::Tile>(set, DType::q3_k);
   register_tiles<KWithMin<false>::Tile>(set, DType::q4_k);
   register_tiles<KWithMin<true>::Tile>(set, DType::q5_k);
-  register_tiles<Grouped<WGq8<32>>::Tile>(set, DType::gq8_32);
-  register_tiles<Grouped<WGq8<64>>::Tile>(set, DType::gq8_64);
-  register_tiles<Grouped<WGq8<128>>::Tile>(set, DType::gq8_128);
-  register_tiles<GroupedU4<32>::Tile>(set, DType::gq4_32);
+  register_tiles<AtMostTwo<Grouped<WGq8<32>>::Tile>::Tile>(set, DType::gq8_32);
+  register_tiles<AtMostTwo<Grouped<WGq8<64>>::Tile>::Tile>(set, DType::gq8_64);
+  register_tiles<AtMostTwo<Grouped<WGq8<128>>::Tile>::Tile>(set, DType::gq8_128);
+  register_tiles<AtMostTwo<GroupedU4<32>::Tile>::Tile>(set, DType::gq4_32);
   set.prepare[static_cast<size_t>(DType::gq4_32)] = {gq4_act_sums_bytes<32>, gq4_act_sums<32>};
-  register_tiles<GroupedU4<64>::Tile>(set, DType::gq4_64);
+  register_tiles<AtMostTwo<GroupedU4<64>::Tile>::Tile>(set, DType::gq4_64);
   set.prepare[static_cast<size_t>(DType::gq4_64)] = {gq4_act_sums_bytes<64>, gq4_act_sums<64>};
-  register_tiles<GroupedU4<128>::Tile>(set, DType::gq4_128);
+  register_tiles<AtMostTwo<GroupedU4<128>::Tile>::Tile>(set, DType::gq4_128);
   set.prepare[static_cast<size_t>(DType::gq4_128)] = {gq4_act_sums_bytes<128>, gq4_act_sums<128>};
   set.quantize_q8_0 = quantize_act_q8_0;
   set.quantize_q8_k = quantize_act_q8_k;
