@@ -9,6 +9,25 @@ namespace loom::tmpl {
 
 namespace {
 
+// True when `v` holds (at any depth) the dictionary `target`: storing it there would make
+// a reference cycle, which shared ownership never frees. Very deep values count as holding
+// it (refused rather than walked without end).
+bool holds(const Value& v, const Dict* target, int depth = 0) {
+  if (depth > 256) return true;
+  if (v.dict) {
+    if (v.dict.get() == target) return true;
+    for (const auto& [key, item] : *v.dict) {
+      if (holds(item, target, depth + 1)) return true;
+    }
+  }
+  if (v.list) {
+    for (const auto& item : *v.list) {
+      if (holds(item, target, depth + 1)) return true;
+    }
+  }
+  return false;
+}
+
 enum class Flow : uint8_t { normal, break_, continue_ };
 
 [[noreturn]] void type_error(const std::string& op, const Value& a, const Value& b) {
@@ -415,6 +434,7 @@ Flow exec(Interp& in, const Body& body, Frame& frame, std::string& out) {
             throw EvalError("cannot assign attribute on non-namespace object");
           }
           Dict& d = *ns->dict;
+          if (holds(v, &d)) throw EvalError("a namespace cannot hold itself ('" + s.attr + "')");
           bool found = false;
           for (auto& [k, old] : d) {
             if (k.is_string() && k.str() == s.attr) {

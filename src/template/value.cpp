@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "common/json_writer.hpp"
+
 namespace loom::tmpl {
 
 namespace {
@@ -325,30 +327,8 @@ std::string to_str(const Value& v) {
 }
 
 namespace {
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
+// json.dumps(ensure_ascii=False) escapes exactly what RFC 8259 requires, as JsonWriter does.
+void append_json_string(std::string& out, std::string_view s) { out += JsonWriter::escape(s); }
 
 void newline_indent(std::string& out, const JsonStyle& style, int level) {
   out += '\n';
