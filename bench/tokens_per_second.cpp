@@ -17,118 +17,18 @@
 #include <string>
 #include <vector>
 
-#include "loom/convert.hpp"
 #include "loom/cpu.hpp"
 #include "loom/session.hpp"
 #include "machine_ceilings.hpp"
-#include "model/weight_slots.hpp"
-#include "tensor/quant/quant.hpp"
+#include "synthetic_model.hpp"
 
 namespace {
 
+using loom::bench::matrix_bytes;
+using loom::bench::matrix_params;
+using loom::bench::shape_config;
+using loom::bench::synthetic_model;
 using Clock = std::chrono::steady_clock;
-
-loom::ModelConfig shape_config(const std::string& shape) {
-  loom::ModelConfig c;
-  c.architecture = "llama";
-  c.norm_eps = 1e-5;
-  c.bos_token_id = 1;
-  c.eos_token_ids = {2};
-  if (shape == "1b") {  // Llama-3.2-1B
-    c.vocab_size = 128256;
-    c.hidden_size = 2048;
-    c.intermediate_size = 8192;
-    c.n_layers = 16;
-    c.n_heads = 32;
-    c.n_kv_heads = 8;
-    c.head_dim = 64;
-    c.max_positions = 131072;
-    c.rope_theta = 500000.0;
-    c.tie_word_embeddings = true;
-    c.rope_scaling.kind = loom::RopeScalingKind::llama3;
-    c.rope_scaling.factor = 32.0;
-    c.rope_scaling.low_freq_factor = 1.0;
-    c.rope_scaling.high_freq_factor = 4.0;
-    c.rope_scaling.original_max_positions = 8192;
-  } else {
-    c.vocab_size = 32000;
-    c.hidden_size = 1024;
-    c.intermediate_size = 2816;
-    c.n_layers = 8;
-    c.n_heads = 16;
-    c.n_kv_heads = 4;
-    c.head_dim = 64;
-    c.max_positions = 4096;
-    c.rope_theta = 10000.0;
-  }
-  c.rope_dims = c.head_dim;
-  return c;
-}
-
-// Fast deterministic fill: uniform in [-a, a] from a 64-bit LCG, converted in chunks.
-loom::Tensor random_tensor(const loom::Shape& shape, loom::DType dtype, uint64_t& state, float a,
-                           float offset) {
-  loom::Tensor t = loom::Tensor::empty(shape, dtype);
-  const int64_t n = shape.numel();
-  std::vector<float> chunk(1 << 16);
-  // Chunks of 2^16 elements are whole blocks of every block type, so quantized dtypes
-  // (q8_0, q4_k, gq4_32, ...) fill chunk by chunk too.
-  const auto& traits = loom::dtype_traits(dtype);
-  const auto block_elems = static_cast<size_t>(traits.block_elems);
-  const auto block_bytes = static_cast<size_t>(traits.block_bytes);
-  for (int64_t done = 0; done < n; done += static_cast<int64_t>(chunk.size())) {
-    const auto count = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(chunk.size()), n - done));
-    for (size_t i = 0; i < count; ++i) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      chunk[i] = offset + a * (static_cast<float>(state >> 40) / 8388608.0f - 1.0f);
-    }
-    auto* dst = static_cast<std::byte*>(t.mutable_raw_data()) + static_cast<size_t>(done) / block_elems * block_bytes;
-    if (loom::is_quantized(dtype)) {
-      loom::quant::quantize(dtype, chunk.data(), dst, count);
-    } else {
-      loom::convert(loom::DType::f32, chunk.data(), dtype, dst, count);
-    }
-  }
-  return t;
-}
-
-std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype) {
-  uint64_t state = 12345;
-  loom::ModelWeights w;
-  w.layers.resize(static_cast<size_t>(c.n_layers));
-  for (const auto& slot : loom::slots::all_slots()) {
-    if (!slot.needed(c) || (slot.name == "output" && c.tie_word_embeddings)) continue;
-    const int64_t layers = slot.per_layer ? c.n_layers : 1;
-    for (int64_t l = 0; l < layers; ++l) {
-      const bool vec = slot.role == loom::slots::Role::vector;
-      loom::slots::tensor_of(w, slot, l) =
-          random_tensor(slot.shape(c), vec ? loom::DType::f32 : dtype, state, vec ? 0.1f : 0.02f,
-                        vec ? 1.0f : 0.0f);
-    }
-  }
-  if (c.tie_word_embeddings) w.output = w.token_embd;
-  return std::make_shared<const loom::Model>(c, std::move(w));
-}
-
-// Weight bytes decode reads per token: every projection matrix and the output matrix.
-double matrix_bytes(const loom::Model& m) {
-  double total = 0;
-  const auto& c = m.config();
-  for (const auto& slot : loom::slots::all_slots()) {
-    if (slot.role != loom::slots::Role::matrix || !slot.needed(c)) continue;
-    const int64_t layers = slot.per_layer ? c.n_layers : 1;
-    for (int64_t l = 0; l < layers; ++l) {
-      total += static_cast<double>(loom::slots::tensor_of(m.weights(), slot, l).nbytes());
-    }
-  }
-  return total;
-}
-
-double matrix_params(const loom::ModelConfig& c) {
-  double per_layer = static_cast<double>(c.hidden_size) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
-                     3.0 * static_cast<double>(c.hidden_size) * c.intermediate_size;
-  return per_layer * c.n_layers + static_cast<double>(c.vocab_size) * c.hidden_size;
-}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "batch_bench.hpp"
 #include "loom.h"
 #include "chat_loop.hpp"
 #include "loom/chat.hpp"
@@ -31,6 +32,7 @@
 #include "loom/sampler.hpp"
 #include "loom/session.hpp"
 #include "loom/tokenizer.hpp"
+#include "parallel_run.hpp"
 #include "progress.hpp"
 #include "trace_forward.hpp"
 
@@ -158,10 +160,12 @@ struct RunSetup {
   std::unique_ptr<loom::Session> session;
   std::unique_ptr<loom::Sampler> sampler;
   loom::GenerateOptions go;
+  loom::SamplerParams sampler_params;  // what `sampler` was made from
   bool demo = false;
 };
 
-RunSetup prepare_run(const Args& a) {
+// with_session = false: no Session (loom run --parallel decodes on a Batch of its own).
+RunSetup prepare_run(const Args& a, bool with_session = true) {
   RunSetup r;
   // Flag values are checked before the (long) load.
   const bool trace_forward = a.has("--trace-forward") || a.has("--trace-layers") || a.has("--trace-dump");
@@ -187,7 +191,7 @@ RunSetup prepare_run(const Args& a) {
   so.n_threads = static_cast<int>(a.integer("--threads", 0));
   so.context_length = a.integer("--ctx", 0);
   if (trace_forward) so.trace = loom::cli::forward_tracer(std::move(trace_options));
-  r.session = std::make_unique<loom::Session>(r.model, so);
+  if (with_session) r.session = std::make_unique<loom::Session>(r.model, so);
   // Sampling and length: loom's defaults, then the model's generation_config.json, then
   // explicit flags; the report says where each value came from.
   const loom::GenerationDefaults& defaults = r.model->generation_defaults();
@@ -206,6 +210,7 @@ RunSetup prepare_run(const Args& a) {
     std::fprintf(stderr, "sampling   %s\n", settings.c_str());
   }
   r.sampler = std::make_unique<loom::Sampler>(sp);
+  r.sampler_params = sp;
   r.go.stop_strings = a.list("--stop");
   return r;
 }
@@ -222,7 +227,36 @@ void print_generation_stats(const loom::GenerateResult& r) {
                std::string(loom::stop_reason_name(r.stop)).c_str());
 }
 
+// ---- run --parallel: many prompts on one loom::Batch (examples/cli/parallel_run.hpp) ----
+
+int cmd_run_parallel(const Args& a) {
+  // Flags are checked, and the prompts read, before the (long) load.
+  const int64_t parallel = a.integer("--parallel", 1);
+  if (parallel < 1 || parallel > 4096) throw UsageError("--parallel expects 1 to 4096 sequences, got " + a.text("--parallel"));
+  for (const char* f : {"--chat", "--interactive", "--trace-forward", "--trace-layers", "--trace-dump"}) {
+    if (a.has(f)) throw UsageError(std::string(f) + " cannot be combined with --parallel");
+  }
+  std::vector<std::string> prompts = a.list("--prompt");
+  if (prompts.empty()) {
+    // One prompt per line of stdin; empty lines are skipped.
+    if (::isatty(STDIN_FILENO)) std::fprintf(stderr, "loom: --parallel: reading prompts, one per line, until Ctrl-D\n");
+    for (std::string line; std::getline(std::cin, line);) {
+      if (!line.empty()) prompts.push_back(line);
+    }
+    if (prompts.empty()) throw UsageError("--parallel needs prompts: --prompt TEXT (repeatable) or one per line on stdin");
+  }
+  RunSetup setup = prepare_run(a, /*with_session=*/false);
+  loom::cli::ParallelRunOptions o;
+  o.parallel = parallel;
+  o.context_length = a.integer("--ctx", 0);
+  o.n_threads = static_cast<int>(a.integer("--threads", 0));
+  o.sampler = setup.sampler_params;
+  o.generate = setup.go;
+  return loom::cli::parallel_run(setup.model, prompts, o, stdout, stderr);
+}
+
 int cmd_run(const Args& a) {
+  if (a.has("--parallel")) return cmd_run_parallel(a);
   RunSetup setup = prepare_run(a);
   loom::Session& session = *setup.session;
   loom::Sampler& sampler = *setup.sampler;
@@ -439,10 +473,30 @@ int cmd_bench(const Args& a) {
   const int gen_tokens = static_cast<int>(a.integer("--gen-tokens", 64));
   const int reps = static_cast<int>(a.integer("--reps", 5));
   if (prompt_tokens < 1 || gen_tokens < 1 || reps < 1) throw UsageError("--prompt-tokens, --gen-tokens and --reps must be positive");
+  if (prompt_tokens > 1000000 || gen_tokens > 1000000) throw UsageError("--prompt-tokens and --gen-tokens are at most 1000000");
+  if (a.has("--json") && !a.has("--batch")) throw UsageError("--json needs --batch");
+  loom::cli::BatchBenchOptions bb;
+  if (a.has("--batch")) {
+    try {
+      bb.batch_sizes = loom::cli::parse_batch_sizes(a.text("--batch"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
   loom::LoadOptions lo;
   lo.target_dtype = dtype_flag(a);
   lo.load_tokenizer = false;
   auto model = load_with_progress(path, lo);
+  if (a.has("--batch")) {
+    bb.prompt_tokens = prompt_tokens;
+    bb.gen_tokens = gen_tokens;
+    bb.reps = reps;
+    bb.n_threads = static_cast<int>(a.integer("--threads", 0));
+    bb.json = a.has("--json");
+    bb.model_name = path.string();
+    loom::cli::batch_bench(model, bb, stdout);
+    return 0;
+  }
   loom::SessionOptions so;
   so.n_threads = static_cast<int>(a.integer("--threads", 0));
   so.context_length = prompt_tokens + gen_tokens + 1;
@@ -511,7 +565,8 @@ std::vector<Command> commands() {
         {"--prompt", Kind::text, "prompt text", {}, "TEXT"},
         {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
         {"--chat", Kind::flag, "wrap the prompt in the model's chat template (one user turn)"},
-        kSystem, kTemplate}),
+        kSystem, kTemplate,
+        {"--parallel", Kind::integer, "answer many prompts together, N at a time on one batch (each --prompt, or each stdin line); output lines are prefixed [i]", {}, "N"}}),
        cmd_run},
       {"chat", "[--model PATH] [--system TEXT] [--template FILE] [sampling flags]",
        "An interactive conversation through the model's chat template: each line is a user message,\n"
@@ -541,10 +596,14 @@ std::vector<Command> commands() {
        "Prints the ids and pieces of TEXT (the tokenizer alone is loaded, not the weights).",
        {kModel, {"--no-special", Kind::flag, "do not add BOS/EOS"}, {"--parse-special", Kind::flag, "special-token text becomes those tokens"}, kHelp},
        cmd_tokenize},
-      {"bench", "[--model PATH] [--prompt-tokens N] [--gen-tokens N] [--reps N]",
-       "Measures prefill and decode tokens/s (median of repetitions).",
+      {"bench", "[--model PATH] [--prompt-tokens N] [--gen-tokens N] [--reps N] [--batch B,B,... [--json]]",
+       "Measures prefill and decode tokens/s (median of repetitions). With --batch, for each batch size\n"
+       "B: B prompts prefilled on one batch, then greedy decode passes over all B; tokens/s are\n"
+       "aggregate over the batch.",
        {kModel, kThreads, kDtype, {"--prompt-tokens", Kind::integer, "prompt length (default 128)", {}, "N"},
-        {"--gen-tokens", Kind::integer, "decode steps (default 64)", {}, "N"}, {"--reps", Kind::integer, "repetitions (default 5)", {}, "N"}, kHelp},
+        {"--gen-tokens", Kind::integer, "decode steps (default 64)", {}, "N"}, {"--reps", Kind::integer, "repetitions (default 5)", {}, "N"},
+        {"--batch", Kind::text, "batch sizes to measure, e.g. 1,2,4,8,16", {}, "B,B,..."},
+        {"--json", Kind::flag, "with --batch: one JSON object per line per batch size, nothing else on stdout"}, kHelp},
        cmd_bench},
       {"template", "--template FILE | --model PATH --messages FILE.json [--add-generation-prompt]",
        "Renders a chat template (a file, or the model's own) over a conversation, exactly as transformers' apply_chat_template does; prints the text with nothing added.",

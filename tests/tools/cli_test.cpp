@@ -1,12 +1,15 @@
 // The loom command line, driven as a person would: flags, errors, exit codes, and the
 // convert / verify / inspect / tokenize / bench / run commands on generated models.
 #include <catch2/catch.hpp>
+#include <simdjson.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "loom/demo.hpp"
 #include "loom/exporter.hpp"
@@ -444,4 +447,153 @@ TEST_CASE("cli: run --chat wraps the prompt in the template, and a base model fa
   r = loom_cli("chat --model " + quote(f.model.string()) + " --template " + quote(bad.string()) + " --no-report < /dev/null");
   CHECK(r.code == 1);
   CHECK(contains(r.output, "bad.jinja:1:"));  // the template's file, line and column
+}
+
+// ---- batching: loom run --parallel and loom bench --batch ----
+
+namespace {
+// `loom run --parallel` stdout back into each sequence's text: "[i] line" lines, a
+// sequence's lines joined with '\n'.
+std::map<int, std::string> parallel_texts(const std::string& out) {
+  std::map<int, std::string> texts;
+  std::map<int, bool> seen;
+  size_t at = 0;
+  while (at < out.size()) {
+    const size_t nl = out.find('\n', at);
+    REQUIRE(nl != std::string::npos);  // every line is whole
+    const std::string line = out.substr(at, nl - at);
+    at = nl + 1;
+    INFO(line);
+    REQUIRE(line.size() >= 4);
+    REQUIRE(line[0] == '[');
+    const size_t close = line.find("] ");
+    REQUIRE(close != std::string::npos);
+    const int i = std::stoi(line.substr(1, close - 1));
+    if (seen[i]) texts[i] += '\n';
+    seen[i] = true;
+    texts[i] += line.substr(close + 2);
+  }
+  return texts;
+}
+}  // namespace
+
+TEST_CASE("cli: run --parallel answers each prompt as a single greedy run does, in any batch") {
+  Fixture f;
+  const std::string model = "--model " + quote(f.model.string()) + " --no-report";
+  const std::vector<std::string> prompts{"Once upon a time", "the loom weaves", "A B C"};
+  const std::string common = " --temperature 0 --max-tokens 24";
+  std::vector<std::string> alone;
+  for (const auto& p : prompts) {
+    const Run r = loom_stdout("run " + model + common + " --threads 1 --prompt " + quote(p));
+    REQUIRE(r.code == 0);
+    CHECK(r.output.rfind(p, 0) == 0);  // the prompt, then what was generated
+    CHECK(r.output.size() > p.size());
+    alone.push_back(r.output);
+  }
+  // All three in one batch (repeated --prompt), and two at a time from stdin lines (the
+  // third joins when one finishes), at another thread count.
+  std::string flags;
+  for (const auto& p : prompts) flags += " --prompt " + quote(p);
+  const Run together = loom_stdout("run " + model + common + " --parallel 3 --threads 2" + flags);
+  REQUIRE(together.code == 0);
+  auto texts = parallel_texts(together.output);
+  REQUIRE(texts.size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    INFO("prompt " << i);
+    CHECK(texts[i] == alone[static_cast<size_t>(i)]);
+  }
+  t::TempDir dir;
+  write_text(dir / "prompts.txt", prompts[0] + "\n\n" + prompts[1] + "\n" + prompts[2] + "\n");
+  const Run queued =
+      loom_stdout("run " + model + common + " --parallel 2 --threads 1 < " + quote((dir / "prompts.txt").string()));
+  REQUIRE(queued.code == 0);
+  texts = parallel_texts(queued.output);
+  REQUIRE(texts.size() == 3);  // the empty line is skipped
+  for (int i = 0; i < 3; ++i) {
+    INFO("prompt " << i);
+    CHECK(texts[i] == alone[static_cast<size_t>(i)]);
+  }
+  // Stats per sequence on stderr.
+  const Run with_stats = loom_cli("run " + model + common + " --parallel 3" + flags);
+  CHECK(with_stats.code == 0);
+  CHECK(contains(with_stats.output, "loom: [2] prompt "));
+  CHECK(contains(with_stats.output, "3 sequences, at most 3 at once"));
+}
+
+TEST_CASE("cli: run --parallel samples sequence i with seed + i and honours stop strings") {
+  Fixture f;
+  const std::string model = "--model " + quote(f.model.string()) + " --no-report --max-tokens 16";
+  const Run alone = loom_stdout("run " + model + " --seed 8 --prompt 'the loom'");
+  REQUIRE(alone.code == 0);
+  const Run batch = loom_stdout("run " + model + " --seed 7 --parallel 2 --prompt 'Once upon' --prompt 'the loom'");
+  REQUIRE(batch.code == 0);
+  auto texts = parallel_texts(batch.output);
+  CHECK(texts[1] == alone.output);
+  // A stop string: the text ends before it, as a single run's does.
+  const Run stories = loom_stdout("run --temperature 0 --max-tokens 40 --no-report --prompt 'Once upon a time'");
+  REQUIRE(stories.code == 0);
+  REQUIRE(contains(stories.output, "Lily"));
+  const Run stopped = loom_cli("run --temperature 0 --max-tokens 40 --no-report --stop Lily --parallel 2 "
+                               "--prompt 'Once upon a time' --prompt 'Once upon a time'");
+  REQUIRE(stopped.code == 0);
+  CHECK(contains(stopped.output, "[0] " + stories.output.substr(0, stories.output.find("Lily")) + "\n"));
+  CHECK(contains(stopped.output, "[1] " + stories.output.substr(0, stories.output.find("Lily")) + "\n"));
+  CHECK(contains(stopped.output, "stop: stop_string"));
+}
+
+TEST_CASE("cli: bench --batch prints one JSON object per batch size and nothing else") {
+  const Run r = loom_stdout("bench --batch 1,2 --prompt-tokens 8 --gen-tokens 4 --reps 1 --threads 1 --json");
+  REQUIRE(r.code == 0);
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = r.output.find('\n', at)) != std::string::npos; at = nl + 1) {
+    lines.push_back(r.output.substr(at, nl - at));
+  }
+  REQUIRE(lines.size() == 2);
+  CHECK(r.output.back() == '\n');
+  simdjson::dom::parser parser;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    INFO(lines[i]);
+    simdjson::dom::element e;
+    REQUIRE(parser.parse(lines[i]).get(e) == simdjson::SUCCESS);
+    int64_t batch = 0, threads = 0, prompt = 0, gen = 0;
+    REQUIRE(e["batch"].get(batch) == simdjson::SUCCESS);
+    CHECK(batch == static_cast<int64_t>(i) + 1);
+    REQUIRE(e["threads"].get(threads) == simdjson::SUCCESS);
+    CHECK(threads == 1);
+    REQUIRE(e["prompt_tokens"].get(prompt) == simdjson::SUCCESS);
+    CHECK(prompt == 8);
+    REQUIRE(e["gen_tokens"].get(gen) == simdjson::SUCCESS);
+    CHECK(gen == 4);
+    double pre = 0, dec = 0;
+    REQUIRE(e["prefill_tokens_per_s"].get(pre) == simdjson::SUCCESS);
+    REQUIRE(e["decode_tokens_per_s"].get(dec) == simdjson::SUCCESS);
+    CHECK(pre > 0);
+    CHECK(dec > 0);
+    std::string_view model;
+    REQUIRE(e["model"].get(model) == simdjson::SUCCESS);
+    CHECK(contains(std::string(model), "stories260K.bin"));
+  }
+  // The text form: a line per batch size.
+  const Run text = loom_stdout("bench --batch 3 --prompt-tokens 4 --gen-tokens 2 --reps 1 --threads 1");
+  REQUIRE(text.code == 0);
+  CHECK(contains(text.output, "batch   3  prefill     12 tokens"));
+  CHECK(contains(text.output, "decode   3 x 2 tokens"));
+}
+
+TEST_CASE("cli: bad --parallel and --batch values are usage errors") {
+  for (const std::string bad : {"run --parallel 0 --prompt hi", "run --parallel -2 --prompt hi",
+                                "run --parallel many --prompt hi", "run --parallel 2 --interactive",
+                                "run --parallel 2 --chat --prompt hi", "bench --batch 0", "bench --batch x",
+                                "bench --batch 1,,2", "bench --batch 2,", "bench --batch 99999",
+                                "bench --json"}) {
+    INFO(bad);
+    const Run r = loom_cli(bad + " < /dev/null");
+    CHECK(r.code == 2);
+  }
+  CHECK(contains(loom_cli("run --parallel 0 --prompt hi").output, "--parallel expects 1 to 4096 sequences, got 0"));
+  CHECK(contains(loom_cli("bench --batch 1,x").output, "--batch expects batch sizes from 1 to 4096 separated by commas, got 'x'"));
+  // No prompts at all (empty stdin).
+  const Run none = loom_cli("run --parallel 2 < /dev/null");
+  CHECK(none.code == 2);
+  CHECK(contains(none.output, "--parallel needs prompts"));
 }

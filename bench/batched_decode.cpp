@@ -1,0 +1,164 @@
+// Aggregate decode tokens/s of loom::Batch at several batch sizes on generated
+// Llama-shaped models, with the machine's ceilings measured in the same run.
+//
+//   build/bench/loom_batched_decode [--shape small|1b] [--dtype f16,q8_0,q4_k] [--batch 1,2,4,8,16]
+//                                   [--threads N] [--prompt 128] [--steps 64] [--reps 3]
+//
+// For each dtype and batch size B: B different `prompt`-token prompts are prefilled on
+// one Batch (chunked within its token budget), then `steps` passes each decode one token
+// of all B sequences (greedy: each sequence's argmax fed back). A pass reads every weight
+// once for all B tokens, so decode GB/s is matrix bytes x passes / s (against the
+// measured streaming-read bandwidth) and GFLOP/s is 2 x matrix params x tokens / s
+// (against the measured fp32 FMA peak): as B grows decode moves from the first ceiling
+// towards the second.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "loom/batch.hpp"
+#include "loom/cpu.hpp"
+#include "loom/thread_pool.hpp"
+#include "machine_ceilings.hpp"
+#include "synthetic_model.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Timing {
+  double prefill = 0.0;
+  double decode = 0.0;
+};
+
+// One repetition on fresh sequences; they are removed afterwards, so the batch (and its
+// KV pool) is reused by the next.
+Timing run_once(loom::Batch& batch, const std::vector<std::vector<int32_t>>& prompts, int steps) {
+  std::vector<loom::SeqId> ids;
+  for (const auto& p : prompts) {
+    ids.push_back(batch.add());
+    batch.feed(ids.back(), p);
+  }
+  Timing t;
+  auto t0 = Clock::now();
+  for (size_t ready = 0; ready < ids.size();) ready += batch.decode().ready.size();
+  t.prefill = seconds_since(t0);
+  t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    for (loom::SeqId id : ids) {
+      const auto logits = batch.logits(id);
+      const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      batch.feed(id, std::span<const int32_t>(&token, 1));
+    }
+    batch.decode();
+  }
+  t.decode = seconds_since(t0);
+  for (loom::SeqId id : ids) batch.remove(id);
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> args{{"--shape", "small"}, {"--dtype", "f16,q8_0,q4_k"},
+                                          {"--batch", "1,2,4,8,16"}, {"--threads", "0"},
+                                          {"--prompt", "128"},     {"--steps", "64"},
+                                          {"--reps", "3"}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!args.count(argv[i])) {
+      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --batch --threads --prompt --steps --reps)\n",
+                   argv[i]);
+      return 2;
+    }
+    args[argv[i]] = argv[i + 1];
+  }
+  const auto config = loom::bench::shape_config(args["--shape"]);
+  const int prompt = std::stoi(args["--prompt"]);
+  const int steps = std::stoi(args["--steps"]);
+  const int reps = std::stoi(args["--reps"]);
+  std::vector<int64_t> batch_sizes;
+  for (const auto& b : split(args["--batch"])) batch_sizes.push_back(std::stoll(b));
+  if (prompt < 1 || steps < 1 || reps < 1 || batch_sizes.empty() ||
+      *std::min_element(batch_sizes.begin(), batch_sizes.end()) < 1) {
+    std::fprintf(stderr, "--prompt, --steps, --reps and every --batch size must be positive\n");
+    return 2;
+  }
+  auto pool = std::make_shared<loom::ThreadPool>(std::stoi(args["--threads"]));
+  const int threads = pool->size();
+
+  std::printf("machine: isa %s\n", std::string(loom::isa_name(loom::active_isa())).c_str());
+  double bandwidth = loom::bench::measure_read_bandwidth_gbs(threads);
+  const double peak = loom::bench::measure_fma_peak_gflops(threads);
+  std::printf("machine: %d thread(s): streaming read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s\n", threads, bandwidth,
+              peak);
+  const double params = loom::bench::matrix_params(config);
+  std::printf("model: %s shape, hidden %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld, %.0fM matrix params\n",
+              args["--shape"].c_str(), static_cast<long long>(config.hidden_size),
+              static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads),
+              static_cast<long long>(config.n_kv_heads), static_cast<long long>(config.intermediate_size),
+              static_cast<long long>(config.vocab_size), params / 1e6);
+  std::printf("batch: %d-token prompts, %d decode passes, median of %d reps\n", prompt, steps, reps);
+  std::printf("%-7s %4s %12s %12s %10s %10s %8s %8s %11s %8s\n", "dtype", "B", "prefill t/s", "decode t/s",
+              "t/s/seq", "dec GB/s", "bw GB/s", "of bw", "dec GFLOP/s", "of peak");
+
+  for (const auto& dname : split(args["--dtype"])) {
+    const auto dtype = loom::dtype_from_name(dname);
+    if (!dtype) {
+      std::fprintf(stderr, "unknown dtype %s\n", dname.c_str());
+      return 2;
+    }
+    auto model = loom::bench::synthetic_model(config, *dtype);
+    const double bytes = loom::bench::matrix_bytes(*model);
+    for (const int64_t b : batch_sizes) {
+      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(b));
+      for (int64_t s = 0; s < b; ++s) {
+        auto& p = prompts[static_cast<size_t>(s)];
+        for (int i = 0; i < prompt; ++i) {
+          p.push_back(static_cast<int32_t>(((i + 1009 * s) * 7919 + 13) % config.vocab_size));
+        }
+      }
+      loom::BatchOptions bo;
+      bo.max_sequences = b;
+      bo.context_length = prompt + steps + 1;
+      bo.token_budget = std::max<int64_t>(bo.token_budget, b);  // every decode token in one pass
+      bo.pool = pool;
+      loom::Batch batch(model, bo);
+      std::vector<double> prefill_s, decode_s;
+      for (int r = 0; r < reps; ++r) {
+        const Timing t = run_once(batch, prompts, steps);
+        prefill_s.push_back(t.prefill);
+        decode_s.push_back(t.decode);
+      }
+      // This kind of machine is a VM whose memory bandwidth drifts: each row's ceiling is
+      // the better of the start-up probe and one taken right after its own runs.
+      bandwidth = std::max(bandwidth, loom::bench::measure_read_bandwidth_gbs(threads));
+      const double pre_tps = static_cast<double>(b) * prompt / median(prefill_s);
+      const double dec_tps = static_cast<double>(b) * steps / median(decode_s);
+      const double dec_gbs = bytes * steps / median(decode_s) / 1e9;
+      const double dec_gflops = 2.0 * params * dec_tps / 1e9;
+      std::printf("%-7s %4lld %12.1f %12.2f %10.2f %10.2f %8.1f %7.0f%% %11.1f %7.0f%%\n", dname.c_str(),
+                  static_cast<long long>(b), pre_tps, dec_tps, dec_tps / static_cast<double>(b), dec_gbs, bandwidth,
+                  100.0 * dec_gbs / bandwidth, dec_gflops, 100.0 * dec_gflops / peak);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

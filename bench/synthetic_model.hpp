@@ -1,0 +1,23 @@
+// Generated Llama-shaped models for the end-to-end benchmarks (tokens_per_second,
+// batched_decode): the shapes, deterministic random weights in any dtype, and the
+// matrix bytes and parameters that achieved GB/s and GFLOP/s are computed from.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "loom/dtype.hpp"
+#include "loom/model.hpp"
+
+namespace loom::bench {
+
+// "small": hidden 1024, 8 layers, 16/4 heads, ffn 2816, vocab 32000; "1b": Llama-3.2-1B.
+loom::ModelConfig shape_config(const std::string& shape);
+// Matrices in `dtype` (quantized ones too), norms f32; the same weights on every run.
+std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype);
+// Weight bytes decode reads per pass: every projection matrix and the output matrix.
+double matrix_bytes(const loom::Model& m);
+// Parameters of those matrices (2 x this = FLOPs per token, attention aside).
+double matrix_params(const loom::ModelConfig& c);
+
+}  // namespace loom::bench
