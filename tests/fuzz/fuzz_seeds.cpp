@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/byte_source.hpp"
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy", "config_json",
-                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c", "chat_template"}) {
+                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c", "chat_template", "batch"}) {
     fs::create_directories(out / h);
   }
   const fs::path tmp = out / "tmp";
@@ -283,6 +284,29 @@ int main(int argc, char** argv) {
         {"deep", "{{ ((((((((((1)))))))))) }}{% if 1 %}{% if 1 %}{% if 1 %}x{% endif %}{% endif %}{% endif %}"},
     };
     for (const auto& [name, text] : templates) write(out / "chat_template" / name, text);
+  }
+
+  // batch: programs for fuzz_batch (3 option bytes: block size, pool size, token
+  // budget; then ops: 0 add, 1-2 feed id n tokens.. marker, 3 fork, 4 rollback id pos,
+  // 5 trim id begin end, 6 remove, 7 decode cancel).
+  {
+    const std::pair<const char*, std::vector<uint8_t>> programs[] = {
+        // two sequences, prompts in chunks, a decode step each
+        {"two_prompts", {3, 24, 4, 0, 0, 1, 0, 5, 1, 2, 3, 4, 5, 6, 0, 1, 1, 2, 9, 8, 7, 0, 7, 1, 7, 1, 7, 1,
+                         1, 0, 0, 42, 0, 1, 1, 0, 43, 0, 7, 1}},
+        // fork after decode, both continue; rollback the parent into the shared block
+        {"fork_rollback", {3, 40, 8, 0, 1, 0, 7, 10, 11, 12, 13, 14, 15, 16, 17, 0, 7, 1, 3, 0, 1, 1, 2, 50, 51, 0,
+                           4, 0, 3, 1, 0, 1, 60, 0, 7, 1, 7, 1}},
+        // a small pool: the third prompt does not fit until one is removed
+        {"pool_full", {1, 8, 16, 0, 0, 0, 1, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 1, 7, 9, 9, 9, 9, 9, 9, 9, 9, 0,
+                       1, 2, 3, 1, 2, 3, 0, 6, 0, 1, 2, 3, 1, 2, 3, 0, 7, 1}},
+        // trim the middle, then feed and decode; a cancelled decode
+        {"trim_cancel", {1, 40, 16, 0, 1, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8, 0, 7, 1, 5, 0, 2, 5, 1, 0, 0, 33, 0, 7, 0,
+                         7, 1}},
+        // bad ids and tokens outside the vocabulary
+        {"errors", {0, 0, 0, 1, 255, 0, 1, 0, 1, 0, 0, 5, 7, 6, 255, 4, 0, 99, 0, 0, 0, 0, 0, 7, 1}},
+    };
+    for (const auto& [name, bytes] : programs) write(out / "batch" / name, std::vector<char>(bytes.begin(), bytes.end()));
   }
 
   fs::remove_all(tmp);
