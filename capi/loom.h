@@ -482,6 +482,131 @@ LOOM_API loom_status loom_chat_reply(loom_chat *chat, loom_sampler *sampler,
                                      const loom_generate_params *params, loom_chat_result *result,
                                      loom_error **err);
 
+/* ---- batches (continuous batching over a paged KV cache) ---------------------------- */
+
+/* Many sequences over one model, advanced together: each loom_batch_decode runs one
+ * forward pass over every sequence's pending tokens (prompt chunks and single decode
+ * tokens mixed, within a per-pass token budget), so each weight is read once for all of
+ * them. The KV cache is paged: fixed-size blocks from one pool sized at creation.
+ * loom_batch_fork makes a sequence that shares its parent's blocks (copy on write), so a
+ * common prefix is stored and computed once.
+ *
+ * Batch invariance: a sequence's logits are bit-identical whether it runs alone (a
+ * loom_session fed the same tokens) or with others, in one pass or token by token.
+ *
+ * Errors: every call that fails changes nothing; the batch stays usable. loom_batch_feed
+ * is where KV blocks are reserved: a full pool fails it with LOOM_ERR_KV_POOL_FULL, whose
+ * message names the sequence and the blocks needed and free; the host removes, rolls
+ * back or trims a sequence and retries.
+ *
+ * Ownership: the batch keeps its model alive (loom_model_free may come first) and owns
+ * its KV pool. Threads: one thread at a time per batch (it may move between threads);
+ * many batches and sessions may share one model. See docs/c-api.md. */
+typedef struct loom_batch loom_batch;
+typedef int64_t loom_seq_id; /* ids are never reused within a batch */
+
+typedef struct loom_batch_params {
+  uint32_t struct_size;
+  int32_t max_sequences;  /* live sequences at once; default 16 */
+  int32_t context_length; /* per sequence; 0: the model's, capped at 4096 */
+  int32_t block_tokens;   /* positions per KV block; default 16 */
+  int64_t pool_tokens;    /* the pool's size in tokens (rounded up to whole blocks), */
+  int64_t pool_bytes;     /* else in bytes (rounded down); both 0: max_sequences contexts */
+  int32_t kv_dtype;       /* LOOM_DTYPE_F32 (default) or LOOM_DTYPE_F16 */
+  int32_t token_budget;   /* tokens per pass (decode tokens first); default 512 */
+  int32_t n_threads;      /* 0: all hardware threads */
+  /* Asked on the calling thread before each pass; nonzero cancels: loom_batch_decode
+   * returns LOOM_ERR_CANCELLED and nothing changes. NULL: never. */
+  int32_t (*cancel)(void *user);
+  void *cancel_user;
+} loom_batch_params;
+
+/* What one loom_batch_decode did. */
+typedef struct loom_batch_pass {
+  uint32_t struct_size;
+  int32_t tokens;    /* tokens in the pass (0: nothing was pending) */
+  int32_t n_ready;   /* sequences whose pending tokens are all done: logits readable */
+  int32_t n_partial; /* sequences that got a prompt chunk and still have tokens pending */
+} loom_batch_pass;
+
+typedef struct loom_batch_stats {
+  uint32_t struct_size;
+  int32_t sequences;
+  int32_t block_tokens;
+  int64_t blocks_total;
+  int64_t blocks_used;   /* referenced by at least one sequence */
+  int64_t blocks_shared; /* referenced by two or more (forks) */
+  int64_t blocks_free;
+  int64_t bytes_total;   /* the pool's allocation */
+  int64_t bytes_used;
+  int64_t passes;        /* decodes that ran a pass */
+  int64_t tokens_processed;
+} loom_batch_stats;
+
+LOOM_API void loom_batch_params_init(loom_batch_params *p);
+LOOM_API void loom_batch_pass_init(loom_batch_pass *r);
+LOOM_API void loom_batch_stats_init(loom_batch_stats *s);
+/* Allocates the KV pool (one allocation) and the batch's threads. Any thread. */
+LOOM_API loom_status loom_batch_create(const loom_model *model, const loom_batch_params *params,
+                                       loom_batch **out, loom_error **err);
+LOOM_API void loom_batch_free(loom_batch *batch);
+/* A new empty sequence. LOOM_ERR_INVALID_ARGUMENT when max_sequences are live. */
+LOOM_API loom_status loom_batch_add(loom_batch *batch, loom_seq_id *out, loom_error **err);
+/* Queues `n` tokens (n > 0) after the sequence's position — a prompt or one sampled
+ * token — and reserves their KV blocks; the next decodes process them. all_logits
+ * nonzero: keep logits after every one of them (scoring), else only after the last.
+ * LOOM_ERR_CONTEXT_FULL past the context length, LOOM_ERR_KV_POOL_FULL when the pool
+ * cannot hold them. */
+LOOM_API loom_status loom_batch_feed(loom_batch *batch, loom_seq_id seq, const int32_t *tokens, size_t n,
+                                     int32_t all_logits, loom_error **err);
+/* A new sequence holding the parent's tokens and sharing its KV blocks; the parent must
+ * have no pending tokens. Its logits are copied from the parent. */
+LOOM_API loom_status loom_batch_fork(loom_batch *batch, loom_seq_id parent, loom_seq_id *out,
+                                     loom_error **err);
+/* Forgets positions from `position` on, and any pending tokens. */
+LOOM_API loom_status loom_batch_rollback(loom_batch *batch, loom_seq_id seq, int32_t position,
+                                         loom_error **err);
+/* Removes positions [begin, end) and shifts the later ones down; their cached keys are
+ * re-rotated (RoPE), so the sequence goes on as if fed the kept tokens (within f32
+ * rounding). No pending tokens allowed. LOOM_ERR_KV_POOL_FULL when shared blocks must
+ * be copied and the pool is full. */
+LOOM_API loom_status loom_batch_trim(loom_batch *batch, loom_seq_id seq, int32_t begin, int32_t end,
+                                     loom_error **err);
+/* Frees the sequence and its blocks (shared blocks stay with their other holders). */
+LOOM_API loom_status loom_batch_remove(loom_batch *batch, loom_seq_id seq, loom_error **err);
+/* When `needed` more positions would not fit the context, drops the oldest positions
+ * after the first `keep_first` (at least half of those after them) with
+ * loom_batch_trim; `dropped` (may be NULL) gets the count, 0 when it already fits. */
+LOOM_API loom_status loom_batch_context_shift(loom_batch *batch, loom_seq_id seq, int32_t needed,
+                                              int32_t keep_first, int32_t *dropped, loom_error **err);
+/* One forward pass over the pending tokens of every sequence (single decode tokens
+ * first, then prompt chunks in order of id, within token_budget). `result` may be NULL.
+ * Nothing pending: LOOM_OK with result->tokens == 0. */
+LOOM_API loom_status loom_batch_decode(loom_batch *batch, loom_batch_pass *result, loom_error **err);
+/* The sequences the last successful loom_batch_decode made ready (size-query convention:
+ * ids == NULL sets *n). Removed sequences are left out. */
+LOOM_API loom_status loom_batch_ready(const loom_batch *batch, loom_seq_id *ids, size_t cap, size_t *n);
+/* Logits after the sequence's last processed token (n_vocab floats), or NULL for an
+ * unknown id, pending tokens or none yet. Borrowed: valid until the next call that
+ * changes this batch (feed, decode, fork, rollback, trim, remove, context_shift). */
+LOOM_API const float *loom_batch_logits(const loom_batch *batch, loom_seq_id seq, size_t *n_vocab);
+/* all_logits feeds: logits after token `index` of that feed; NULL out of range. */
+LOOM_API const float *loom_batch_logits_at(const loom_batch *batch, loom_seq_id seq, size_t index,
+                                           size_t *n_vocab);
+LOOM_API size_t loom_batch_logit_rows(const loom_batch *batch, loom_seq_id seq); /* 0: unknown id */
+LOOM_API int32_t loom_batch_position(const loom_batch *batch, loom_seq_id seq); /* -1: unknown id */
+LOOM_API int32_t loom_batch_pending(const loom_batch *batch, loom_seq_id seq);  /* -1: unknown id */
+LOOM_API int32_t loom_batch_contains(const loom_batch *batch, loom_seq_id seq); /* 1 or 0 */
+LOOM_API int32_t loom_batch_context_length(const loom_batch *batch);           /* -1: NULL */
+/* Picks the next token from the sequence's logits with the host's sampler (one per
+ * sequence, for its own history and RNG) and records it in that sampler's history. It
+ * does not feed the token (call loom_batch_feed). */
+LOOM_API loom_status loom_batch_sample(loom_batch *batch, loom_seq_id seq, loom_sampler *sampler,
+                                       int32_t *token, loom_error **err);
+/* The pool's and the scheduler's counters (named _get_ because loom_batch_stats is the
+ * struct's name). */
+LOOM_API loom_status loom_batch_get_stats(const loom_batch *batch, loom_batch_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

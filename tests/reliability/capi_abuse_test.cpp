@@ -407,3 +407,118 @@ TEST_CASE("C API abuse: after a failed load the handle is NULL and every use of 
   CHECK(loom_model_get_info(m, &info) == LOOM_ERR_INVALID_ARGUMENT);
   loom_model_free(m);
 }
+
+// ---- batches ----
+
+TEST_CASE("C API abuse: the batch functions answer NULLs, unknown ids and odd sizes with a status") {
+  Handles h;
+  loom_batch_params bp;
+  loom_batch_params_init(&bp);
+  bp.context_length = 32;
+  bp.max_sequences = 4;
+  bp.n_threads = 1;
+  loom_batch* b = nullptr;
+  REQUIRE(loom_batch_create(h.model, &bp, &b, nullptr) == LOOM_OK);
+  loom_seq_id seq = -1;
+  REQUIRE(loom_batch_add(b, &seq, nullptr) == LOOM_OK);
+  const int32_t ids[] = {1, 2, 3};
+  const int32_t negative[] = {-1};
+  loom_seq_id out = -1;
+  loom_seq_id out_ids[4] = {};
+  size_t n = 0;
+  int32_t token = 0, dropped = 0;
+  loom_batch* bb = nullptr;
+  constexpr loom_status kBad = LOOM_ERR_INVALID_ARGUMENT;
+  constexpr loom_seq_id kUnknown = 1 << 20;
+
+  run_cases({
+      {"loom_batch_create(NULL model)", kBad, [&](loom_error** e) { return loom_batch_create(nullptr, &bp, &bb, e); }},
+      {"loom_batch_create(NULL out)", kBad, [&](loom_error** e) { return loom_batch_create(h.model, &bp, nullptr, e); }},
+      {"loom_batch_create(kv dtype 99)", kBad, [&](loom_error** e) { loom_batch_params p = bp; p.kv_dtype = 99; return loom_batch_create(h.model, &p, &bb, e); }},
+      {"loom_batch_create(block_tokens 0)", kBad, [&](loom_error** e) { loom_batch_params p = bp; p.block_tokens = 0; return loom_batch_create(h.model, &p, &bb, e); }},
+      {"loom_batch_create(token_budget -1)", kBad, [&](loom_error** e) { loom_batch_params p = bp; p.token_budget = -1; return loom_batch_create(h.model, &p, &bb, e); }},
+      {"loom_batch_create(pool_tokens -1)", kBad, [&](loom_error** e) { loom_batch_params p = bp; p.pool_tokens = -1; return loom_batch_create(h.model, &p, &bb, e); }},
+      {"loom_batch_create(context -5)", kBad, [&](loom_error** e) { loom_batch_params p = bp; p.context_length = -5; return loom_batch_create(h.model, &p, &bb, e); }},
+      {"loom_batch_add(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_add(nullptr, &out, e); }},
+      {"loom_batch_add(NULL out)", kBad, [&](loom_error** e) { return loom_batch_add(b, nullptr, e); }},
+      {"loom_batch_feed(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_feed(nullptr, seq, ids, 3, 0, e); }},
+      {"loom_batch_feed(NULL tokens, 3 of them)", kBad, [&](loom_error** e) { return loom_batch_feed(b, seq, nullptr, 3, 0, e); }},
+      {"loom_batch_feed(no tokens)", kBad, [&](loom_error** e) { return loom_batch_feed(b, seq, ids, 0, 0, e); }},
+      {"loom_batch_feed(NULL tokens, none)", kBad, [&](loom_error** e) { return loom_batch_feed(b, seq, nullptr, 0, 0, e); }},
+      {"loom_batch_feed(unknown id)", kBad, [&](loom_error** e) { return loom_batch_feed(b, kUnknown, ids, 3, 0, e); }},
+      {"loom_batch_feed(negative id)", kBad, [&](loom_error** e) { return loom_batch_feed(b, -1, ids, 3, 0, e); }},
+      {"loom_batch_feed(token -1)", kBad, [&](loom_error** e) { return loom_batch_feed(b, seq, negative, 1, 0, e); }},
+      {"loom_batch_fork(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_fork(nullptr, seq, &out, e); }},
+      {"loom_batch_fork(NULL out)", kBad, [&](loom_error** e) { return loom_batch_fork(b, seq, nullptr, e); }},
+      {"loom_batch_fork(unknown id)", kBad, [&](loom_error** e) { return loom_batch_fork(b, kUnknown, &out, e); }},
+      {"loom_batch_rollback(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_rollback(nullptr, seq, 0, e); }},
+      {"loom_batch_rollback(-1)", kBad, [&](loom_error** e) { return loom_batch_rollback(b, seq, -1, e); }},
+      {"loom_batch_rollback(INT32_MAX)", kBad, [&](loom_error** e) { return loom_batch_rollback(b, seq, std::numeric_limits<int32_t>::max(), e); }},
+      {"loom_batch_rollback(unknown id)", kBad, [&](loom_error** e) { return loom_batch_rollback(b, kUnknown, 0, e); }},
+      {"loom_batch_trim(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_trim(nullptr, seq, 0, 1, e); }},
+      {"loom_batch_trim(end before begin)", kBad, [&](loom_error** e) { return loom_batch_trim(b, seq, 2, 1, e); }},
+      {"loom_batch_trim(INT32_MIN begin)", kBad, [&](loom_error** e) { return loom_batch_trim(b, seq, std::numeric_limits<int32_t>::min(), 0, e); }},
+      {"loom_batch_trim(past the end)", kBad, [&](loom_error** e) { return loom_batch_trim(b, seq, 0, 1000, e); }},
+      {"loom_batch_trim(empty range)", LOOM_OK, [&](loom_error** e) { return loom_batch_trim(b, seq, 0, 0, e); }},
+      {"loom_batch_remove(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_remove(nullptr, seq, e); }},
+      {"loom_batch_remove(unknown id)", kBad, [&](loom_error** e) { return loom_batch_remove(b, kUnknown, e); }},
+      {"loom_batch_context_shift(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_context_shift(nullptr, seq, 1, 0, &dropped, e); }},
+      {"loom_batch_context_shift(negative needed)", kBad, [&](loom_error** e) { return loom_batch_context_shift(b, seq, -1, 0, &dropped, e); }},
+      {"loom_batch_context_shift(more than the context)", LOOM_ERR_CONTEXT_FULL, [&](loom_error** e) { return loom_batch_context_shift(b, seq, 1000, 0, &dropped, e); }},
+      {"loom_batch_context_shift(NULL dropped)", LOOM_OK, [&](loom_error** e) { return loom_batch_context_shift(b, seq, 1, 0, nullptr, e); }},
+      {"loom_batch_decode(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_decode(nullptr, nullptr, e); }},
+      {"loom_batch_decode(nothing pending, NULL result)", LOOM_OK, [&](loom_error** e) { return loom_batch_decode(b, nullptr, e); }},
+      {"loom_batch_decode(result struct_size 0)", LOOM_OK, [&](loom_error** e) { loom_batch_pass r; loom_batch_pass_init(&r); r.struct_size = 0; return loom_batch_decode(b, &r, e); }},
+      {"loom_batch_sample(NULL batch)", kBad, [&](loom_error** e) { return loom_batch_sample(nullptr, seq, h.sampler, &token, e); }},
+      {"loom_batch_sample(NULL sampler)", kBad, [&](loom_error** e) { return loom_batch_sample(b, seq, nullptr, &token, e); }},
+      {"loom_batch_sample(NULL token)", kBad, [&](loom_error** e) { return loom_batch_sample(b, seq, h.sampler, nullptr, e); }},
+      {"loom_batch_sample(unknown id)", kBad, [&](loom_error** e) { return loom_batch_sample(b, kUnknown, h.sampler, &token, e); }},
+      {"loom_batch_sample(no logits yet)", kBad, [&](loom_error** e) { return loom_batch_sample(b, seq, h.sampler, &token, e); }},
+      {"loom_batch_ready(NULL batch)", kBad, [&](loom_error**) { return loom_batch_ready(nullptr, out_ids, 4, &n); }, false},
+      {"loom_batch_ready(NULL count)", kBad, [&](loom_error**) { return loom_batch_ready(b, out_ids, 4, nullptr); }, false},
+      {"loom_batch_ready(size query)", LOOM_OK, [&](loom_error**) { return loom_batch_ready(b, nullptr, 0, &n); }, false},
+      {"loom_batch_get_stats(NULL batch)", kBad, [&](loom_error**) { loom_batch_stats s; loom_batch_stats_init(&s); return loom_batch_get_stats(nullptr, &s); }, false},
+      {"loom_batch_get_stats(NULL stats)", kBad, [&](loom_error**) { return loom_batch_get_stats(b, nullptr); }, false},
+      {"loom_batch_get_stats(struct_size 0)", LOOM_OK, [&](loom_error**) { loom_batch_stats s; loom_batch_stats_init(&s); s.struct_size = 0; return loom_batch_get_stats(b, &s); }, false},
+  });
+  CHECK(bb == nullptr);
+
+  // Functions without a status: neutral values for NULL handles and unknown ids.
+  size_t nv = 123;
+  CHECK(loom_batch_logits(nullptr, seq, &nv) == nullptr);
+  CHECK(nv == 0);
+  CHECK(loom_batch_logits(b, kUnknown, nullptr) == nullptr);
+  CHECK(loom_batch_logits(b, seq, &nv) == nullptr);  // nothing decoded
+  CHECK(loom_batch_logits_at(nullptr, seq, 0, &nv) == nullptr);
+  CHECK(loom_batch_logits_at(b, seq, SIZE_MAX, &nv) == nullptr);
+  CHECK(loom_batch_logit_rows(nullptr, seq) == 0);
+  CHECK(loom_batch_position(nullptr, seq) == -1);
+  CHECK(loom_batch_position(b, kUnknown) == -1);
+  CHECK(loom_batch_pending(nullptr, seq) == -1);
+  CHECK(loom_batch_pending(b, -7) == -1);
+  CHECK(loom_batch_contains(nullptr, seq) == 0);
+  CHECK(loom_batch_contains(b, seq) == 1);
+  CHECK(loom_batch_context_length(nullptr) == -1);
+  loom_batch_params_init(nullptr);
+  loom_batch_pass_init(nullptr);
+  loom_batch_stats_init(nullptr);
+  loom_batch_free(nullptr);
+  loom_batch_free(b);
+
+  // Params structs of any struct_size: small ones get the defaults (a context of the
+  // model's length), larger ones are read only up to the library's size.
+  for (const uint32_t size : {0u, 1u, 3u, 4u, 8u, 4096u, 0xFFFFFFFFu}) {
+    INFO("struct_size " << size);
+    std::vector<unsigned char> storage(8192, 0);
+    auto* p = reinterpret_cast<loom_batch_params*>(storage.data());
+    loom_batch_params_init(p);
+    p->max_sequences = 2;
+    p->context_length = 32;
+    p->n_threads = 1;
+    p->struct_size = size;
+    loom_batch* sized = nullptr;
+    CHECK(loom_batch_create(h.model, p, &sized, nullptr) == LOOM_OK);
+    CHECK(sized != nullptr);
+    loom_batch_free(sized);
+  }
+}
