@@ -23,6 +23,22 @@ namespace loom {
 enum class StopReason : uint8_t { end_of_sequence, stop_string, max_tokens, cancelled, context_full };
 std::string_view stop_reason_name(StopReason reason) noexcept;
 
+// Holds back streamed text that might be the beginning of a stop string, so stop strings
+// are matched across token boundaries and never emitted. One per stream; not thread-safe.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+  // Adds text; returns what is now safe to emit. Sets `stopped` when a stop string
+  // appeared (the text before it is returned, the rest dropped).
+  std::string push(std::string_view text, bool& stopped);
+  // What is held back, at the end of the stream.
+  std::string flush();
+
+ private:
+  std::vector<std::string> stops_;
+  std::string pending_;
+};
+
 struct GenerateOptions {
   int32_t max_tokens = 128;
   std::vector<std::string> stop_strings;

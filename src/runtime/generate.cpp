@@ -22,52 +22,42 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Holds back text that might be the beginning of a stop string.
-class StopMatcher {
- public:
-  explicit StopMatcher(const std::vector<std::string>& stops) : stops_(stops) {
-    std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
-  }
+}  // namespace
 
-  // Adds text; returns what is now safe to emit. Sets `stopped` when a stop string
-  // appeared (the text before it is returned, the rest dropped).
-  std::string push(std::string_view text, bool& stopped) {
-    pending_.append(text);
-    size_t first = std::string::npos;
-    for (const auto& s : stops_) first = std::min(first, pending_.find(s));
-    if (first != std::string::npos) {
-      stopped = true;
-      std::string out = pending_.substr(0, first);
-      pending_.clear();
-      return out;
-    }
-    // Keep the longest suffix that is a proper prefix of some stop string.
-    size_t keep = 0;
-    for (const auto& s : stops_) {
-      for (size_t n = std::min(s.size() - 1, pending_.size()); n > keep; --n) {
-        if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
-          keep = n;
-          break;
-        }
+StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+  std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
+}
+
+std::string StopMatcher::push(std::string_view text, bool& stopped) {
+  pending_.append(text);
+  size_t first = std::string::npos;
+  for (const auto& s : stops_) first = std::min(first, pending_.find(s));
+  if (first != std::string::npos) {
+    stopped = true;
+    std::string out = pending_.substr(0, first);
+    pending_.clear();
+    return out;
+  }
+  // Keep the longest suffix that is a proper prefix of some stop string.
+  size_t keep = 0;
+  for (const auto& s : stops_) {
+    for (size_t n = std::min(s.size() - 1, pending_.size()); n > keep; --n) {
+      if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
+        keep = n;
+        break;
       }
     }
-    std::string out = pending_.substr(0, pending_.size() - keep);
-    pending_.erase(0, pending_.size() - keep);
-    return out;
   }
+  std::string out = pending_.substr(0, pending_.size() - keep);
+  pending_.erase(0, pending_.size() - keep);
+  return out;
+}
 
-  std::string flush() {
-    std::string out;
-    out.swap(pending_);
-    return out;
-  }
-
- private:
-  std::vector<std::string> stops_;
-  std::string pending_;
-};
-
-}  // namespace
+std::string StopMatcher::flush() {
+  std::string out;
+  out.swap(pending_);
+  return out;
+}
 
 GenerateResult generate(Session& session, Sampler& sampler, const Tokenizer& tokenizer,
                         std::string_view prompt, const GenerateOptions& options) {
