@@ -1,6 +1,7 @@
 #include "synthetic_model.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <vector>
 
 #include "loom/convert.hpp"
@@ -113,6 +114,18 @@ double matrix_params(const loom::ModelConfig& c) {
   double per_layer = static_cast<double>(c.hidden_size) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
                      3.0 * static_cast<double>(c.hidden_size) * c.intermediate_size;
   return per_layer * c.n_layers + static_cast<double>(c.vocab_size) * c.hidden_size;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace loom::bench

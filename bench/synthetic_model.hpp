@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loom/dtype.hpp"
 #include "loom/model.hpp"
@@ -19,5 +20,10 @@ std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, l
 double matrix_bytes(const loom::Model& m);
 // Parameters of those matrices (2 x this = FLOPs per token, attention aside).
 double matrix_params(const loom::ModelConfig& c);
+
+// "a,b,c" -> {"a", "b", "c"} (the benchmarks' list flags).
+std::vector<std::string> split(const std::string& s);
+// The middle value (the upper one of an even count).
+double median(std::vector<double> v);
 
 }  // namespace loom::bench
