@@ -1,0 +1,219 @@
+// The register tiles of matvec_x86.cpp, written once and included once per ISA level,
+// inside namespace LOOM_TILE_NS, with functions carrying LOOM_TILE_TARGET and vector
+// operations from the struct LOOM_TILE_ISA (lanes, chains, tile sizes, load/fma/hsum).
+// The summation order every tile follows is described at the top of matvec_x86.cpp; a
+// tile of R weight rows x T tokens applies exactly that order to each of its R*T
+// outputs, so R and T are free choices of speed, never of bits.
+//
+// No include guard: included twice on purpose.
+
+namespace LOOM_TILE_NS {
+
+using Isa = LOOM_TILE_ISA;
+using Vec = Isa::V;
+constexpr int64_t kV = Isa::kLanes;
+constexpr int kC = Isa::kChains;
+constexpr int64_t kStep = kC * kV;
+static_assert(kC == 1 || kC == 2 || kC == 4, "chains: 1, 2 or 4");
+
+// The accumulators of a tile: chain j of output (row r, token t).
+template <int R, int T>
+struct Acc {
+  Vec a[R][T][kC];
+};
+
+// Whole steps of kStep columns over [c0, c1): chunk j of each step goes into chain j.
+// The T token vectors of a chunk are loaded once for all R rows, each weight vector
+// once (and widened once) for all T tokens.
+template <typename L, int R, int T>
+LOOM_TILE_TARGET inline void steps(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
+                                   int64_t c0, int64_t c1, Acc<R, T>& acc) {
+  for (int64_t c = c0; c < c1; c += kStep) {
+    for (int j = 0; j < kC; ++j) {
+      Vec xv[T];
+      for (int t = 0; t < T; ++t) xv[t] = Isa::load(x + t * xs + c + j * kV);
+      for (int r = 0; r < R; ++r) {
+        const Vec wv = L::load(w + r * ws + c + j * kV);
+        for (int t = 0; t < T; ++t) acc.a[r][t][j] = Isa::fma(wv, xv[t], acc.a[r][t][j]);
+      }
+    }
+  }
+}
+
+// The columns after the whole steps: each remaining whole chunk into chain 0, then the
+// last cols % kV columns, zero-filled, into chain 1 (chain 0 when there is one); then
+// each output's chains are added pairwise in a fixed tree and summed across lanes into
+// y[t * ys + r]. (Fixed chain indices keep the accumulators in registers.)
+template <typename L, int R, int T>
+LOOM_TILE_TARGET inline void finish(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
+                                    int64_t c, int64_t cols, Acc<R, T>& acc, float* y, int64_t ys) {
+  constexpr int kTailChain = kC > 1 ? 1 : 0;
+  for (; c + kV <= cols; c += kV) {
+    Vec xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = Isa::load(x + t * xs + c);
+    for (int r = 0; r < R; ++r) {
+      const Vec wv = L::load(w + r * ws + c);
+      for (int t = 0; t < T; ++t) acc.a[r][t][0] = Isa::fma(wv, xv[t], acc.a[r][t][0]);
+    }
+  }
+  if (c < cols) {
+    const int64_t n = cols - c;
+    Vec xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = Isa::load_tail(x + t * xs + c, n);
+    for (int r = 0; r < R; ++r) {
+      const Vec wv = L::load_tail(w + r * ws + c, n);
+      for (int t = 0; t < T; ++t) {
+        acc.a[r][t][kTailChain] = Isa::fma(wv, xv[t], acc.a[r][t][kTailChain]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      const Vec* a = acc.a[r][t];
+      Vec s;
+      if constexpr (kC == 1) {
+        s = a[0];
+      } else if constexpr (kC == 2) {
+        s = Isa::add(a[0], a[1]);
+      } else {
+        s = Isa::add(Isa::add(a[0], a[1]), Isa::add(a[2], a[3]));
+      }
+      y[t * ys + r] = Isa::hsum(s);
+    }
+  }
+}
+
+// R rows (ws apart) against T tokens, columns [c0, c1) of the whole steps; `state` (R x
+// T x kC x kV floats, null when the row is done in one go) keeps the accumulators
+// between column blocks, which changes no bit.
+template <typename L, int R, int T>
+LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
+                                   float* y, int64_t ys, int64_t cols, int64_t c0, int64_t c1,
+                                   int64_t full, float* state) {
+  Acc<R, T> acc;
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      for (int j = 0; j < kC; ++j) {
+        acc.a[r][t][j] = c0 == 0 ? Isa::zero() : Isa::load(state + ((r * T + t) * kC + j) * kV);
+      }
+    }
+  }
+  steps<L, R, T>(w, ws, x, xs, c0, c1, acc);
+  if (c1 == full) {
+    finish<L, R, T>(w, ws, x, xs, full, cols, acc, y, ys);
+    return;
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      for (int j = 0; j < kC; ++j) Isa::store(state + ((r * T + t) * kC + j) * kV, acc.a[r][t][j]);
+    }
+  }
+}
+
+// Bytes to pull into L2 while a tile works (the GEMM's next block of weight rows),
+// spread over the tile's row groups so the reads overlap the FMAs.
+struct Prefetch {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+};
+
+// Rows [0, n_rows) against tokens [0, T): y[t * ys + r]. Rows go R at a time (the last
+// n_rows % R one at a time). A row's whole steps run in one go when the T token rows of
+// a column block fit in L1 (kL1Bytes), else in column blocks of that size, every row
+// visiting a column block before the next one so the token rows stay in L1; `state`
+// (n_rows x T x kC x kV floats) holds the accumulators in between.
+template <typename L, int R, int T>
+LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y,
+                           int64_t ys, int64_t n_rows, int64_t cols, float* state,
+                           Prefetch prefetch = {}) {
+  constexpr int64_t kBlock = std::max<int64_t>(kStep, kL1Bytes / (T * 4) / kStep * kStep);
+  constexpr int64_t kPerRow = T * kC * kV;
+  constexpr int64_t kLine = 64;
+  const int64_t full = cols / kStep * kStep;
+  const bool blocked = full > kBlock && state != nullptr;
+  const int64_t visits = (blocked ? (full + kBlock - 1) / kBlock : 1) * (n_rows / R + n_rows % R);
+  const int64_t lines = (prefetch.end - prefetch.begin + kLine - 1) / kLine;
+  const int64_t lines_per_visit = visits > 0 ? (lines + visits - 1) / visits : 0;
+  const char* next = prefetch.begin;
+  auto pull = [&] {
+    for (int64_t i = 0; i < lines_per_visit && next < prefetch.end; ++i, next += kLine) {
+      _mm_prefetch(next, _MM_HINT_T1);
+    }
+  };
+  for (int64_t c0 = 0;; c0 += kBlock) {
+    const int64_t c1 = blocked ? std::min(full, c0 + kBlock) : full;
+    int64_t r = 0;
+    for (; r + R <= n_rows; r += R) {
+      pull();
+      group<L, R, T>(w + r * ws, ws, x, xs, y + r, ys, cols, c0, c1, full,
+                     blocked ? state + r * kPerRow : nullptr);
+    }
+    for (; r < n_rows; ++r) {
+      pull();
+      group<L, 1, T>(w + r * ws, ws, x, xs, y + r, ys, cols, c0, c1, full,
+                     blocked ? state + r * kPerRow : nullptr);
+    }
+    if (c1 == full) break;
+  }
+}
+
+// Decode: every row against one token, Isa::kMatvecRows rows at a time, each row whole.
+template <typename L>
+void matvec(const typename L::T* w, int64_t ws, const float* x, float* y, int64_t n_rows,
+            int64_t cols) {
+  rows<L, Isa::kMatvecRows, 1>(w, ws, x, 0, y, 0, n_rows, cols, nullptr, {});
+}
+
+// The remaining 1..kGemmTokens-1 tokens, through a table (T must be a compile-time
+// constant).
+template <typename L, int... I>
+void rows_rest(int rest, const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y,
+               int64_t ys, int64_t n_rows, int64_t cols, float* state, Prefetch prefetch,
+               std::integer_sequence<int, I...>) {
+  using Fn = void (*)(const typename L::T*, int64_t, const float*, int64_t, float*, int64_t,
+                      int64_t, int64_t, float*, Prefetch);
+  static constexpr Fn kFns[] = {&rows<L, Isa::kGemmRows, I + 1>...};
+  kFns[rest - 1](w, ws, x, xs, y, ys, n_rows, cols, state, prefetch);
+}
+
+// Many tokens: blocks of about kBlockBytes of weight rows, kept in L2 while every token
+// tile passes over them; tokens in tiles of kGemmTokens, then the rest. While the tiles
+// of one block run, the next block is prefetched into L2, a share per tile: without it
+// the first tile of each block waited on memory (it needs the weights faster than one
+// core's share of the bus gives them, and for column-blocked long rows it read them in
+// short strided runs the hardware prefetchers do not follow), and a batch of 8 tokens
+// ran at half its in-cache rate.
+template <typename L>
+void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_t n_tokens,
+          float* y, int64_t ys, int64_t n_rows, int64_t cols) {
+  constexpr int kT = Isa::kGemmTokens;
+  using E = typename L::T;
+  const int64_t block = block_rows(cols, static_cast<int64_t>(sizeof(E)));
+  const int64_t tiles = (n_tokens + kT - 1) / kT;
+  thread_local std::vector<float> state;
+  state.resize(static_cast<size_t>(std::min(block, n_rows) * kT * kC * kV));
+  for (int64_t r0 = 0; r0 < n_rows; r0 += block) {
+    const int64_t nr = std::min(block, n_rows - r0);
+    const E* wb = w + r0 * ws;
+    // The next block's bytes, split in `tiles` shares.
+    const auto* next_begin = reinterpret_cast<const char*>(wb + nr * ws);
+    const auto* next_end = reinterpret_cast<const char*>(w + std::min(n_rows, r0 + nr + block) * ws);
+    const int64_t share = (next_end - next_begin + tiles - 1) / tiles;
+    auto share_of = [&](int64_t tile) {
+      const char* b = next_begin + std::min<int64_t>(next_end - next_begin, tile * share);
+      return Prefetch{b, std::min(next_end, b + share)};
+    };
+    int64_t t0 = 0;
+    for (; t0 + kT <= n_tokens; t0 += kT) {
+      rows<L, Isa::kGemmRows, kT>(wb, ws, x + t0 * xs, xs, y + t0 * ys + r0, ys, nr, cols,
+                                  state.data(), share_of(t0 / kT));
+    }
+    if (t0 < n_tokens) {
+      rows_rest<L>(static_cast<int>(n_tokens - t0), wb, ws, x + t0 * xs, xs, y + t0 * ys + r0, ys,
+                   nr, cols, state.data(), share_of(t0 / kT),
+                   std::make_integer_sequence<int, kT - 1>{});
+    }
+  }
+}
+
+}  // namespace LOOM_TILE_NS
