@@ -235,6 +235,43 @@ LOOM_API loom_status loom_batch_sample(loom_batch* batch, loom_seq_id seq, loom_
   });
 }
 
+LOOM_API loom_status loom_batch_sample_ready(loom_batch* batch, loom_batch_sampler_fn sampler_of, void* user,
+                                             int32_t feed_back, loom_seq_id* ids, int32_t* tokens, size_t cap,
+                                             size_t* n, loom_error** err) {
+  return guard(err, [&] {
+    require(batch, "batch");
+    if (sampler_of == nullptr) throw loom::Error(loom::ErrorCode::invalid_argument, "sampler callback is NULL");
+    require(n, "count output");
+    *n = 0;
+    // The host's samplers, asked once per sequence; the count is known before drawing.
+    std::vector<std::pair<loom::SeqId, loom::Sampler*>> chosen;
+    for (const loom::SeqId id : batch->ready) {
+      loom_sampler* s = sampler_of(user, id);
+      if (s != nullptr) chosen.emplace_back(id, s->sampler.get());
+    }
+    if (cap < chosen.size()) {
+      *n = chosen.size();
+      throw loom::Error(loom::ErrorCode::buffer_too_small,
+                        "room for " + std::to_string(cap) + " sampled tokens, " + std::to_string(chosen.size()) +
+                            " sequences to sample");
+    }
+    require(ids, "sequence id output");
+    require(tokens, "token output");
+    auto of = [&](loom::SeqId id) -> loom::Sampler* {
+      for (const auto& [seq, s] : chosen) {
+        if (seq == id) return s;
+      }
+      return nullptr;
+    };
+    const auto drawn = batch->batch->sample_ready(batch->ready, of, feed_back != 0);
+    for (size_t i = 0; i < drawn.size(); ++i) {
+      ids[i] = drawn[i].seq;
+      tokens[i] = drawn[i].token;
+    }
+    *n = drawn.size();
+  });
+}
+
 LOOM_API loom_status loom_batch_get_stats(const loom_batch* batch, loom_batch_stats* stats) {
   if (batch == nullptr || stats == nullptr) return LOOM_ERR_INVALID_ARGUMENT;
   return guard(nullptr, [&] {

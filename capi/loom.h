@@ -603,6 +603,22 @@ LOOM_API int32_t loom_batch_context_length(const loom_batch *batch);           /
  * does not feed the token (call loom_batch_feed). */
 LOOM_API loom_status loom_batch_sample(loom_batch *batch, loom_seq_id seq, loom_sampler *sampler,
                                        int32_t *token, loom_error **err);
+/* The step after a pass for every sequence it made ready at once: draws the next token
+ * of each sequence in the last successful loom_batch_decode's ready list with the
+ * sampler sampler_of(user, seq) returns (each sequence its own; NULL skips it), records
+ * it in that sampler's history and, with feed_back nonzero, feeds it to its sequence so
+ * the next loom_batch_decode continues them all (an end-of-sequence token too: remove or
+ * roll back a sequence you end). ids[i] and tokens[i] receive the drawn pairs in ready
+ * order and *n their count; cap (at least loom_batch_pass.n_ready suffices) smaller
+ * than the count fails with LOOM_ERR_BUFFER_TOO_SMALL and *n set, nothing drawn.
+ * Refused before anything is drawn: a removed sequence, no room for one more position
+ * with feed_back (LOOM_ERR_CONTEXT_FULL / LOOM_ERR_KV_POOL_FULL naming the sequence). A
+ * sampler that fails (non-finite logits, a host stage) stops the call before anything is
+ * fed; the samplers that drew before it keep their token in their history. */
+typedef loom_sampler *(*loom_batch_sampler_fn)(void *user, loom_seq_id seq);
+LOOM_API loom_status loom_batch_sample_ready(loom_batch *batch, loom_batch_sampler_fn sampler_of, void *user,
+                                             int32_t feed_back, loom_seq_id *ids, int32_t *tokens, size_t cap,
+                                             size_t *n, loom_error **err);
 /* The pool's and the scheduler's counters (named _get_ because loom_batch_stats is the
  * struct's name). */
 LOOM_API loom_status loom_batch_get_stats(const loom_batch *batch, loom_batch_stats *stats);

@@ -30,6 +30,7 @@
 
 #include "loom/dtype.hpp"
 #include "loom/model.hpp"
+#include "loom/sampler.hpp"
 #include "loom/session.hpp"
 #include "loom/thread_pool.hpp"
 
@@ -62,6 +63,12 @@ struct BatchStats {
   int64_t bytes_used = 0;     // blocks_used * block bytes
   int64_t passes = 0;         // decode() calls that ran a pass
   int64_t tokens_processed = 0;
+};
+
+// One token sample_ready() drew.
+struct SampledToken {
+  SeqId seq = 0;
+  int32_t token = 0;
 };
 
 // What one decode() did.
@@ -112,6 +119,22 @@ class Batch {
   // all_logits feeds: logits after token i of that feed (i < logit_rows(seq)).
   std::span<const float> logits_at(SeqId seq, int64_t i) const;
   int64_t logit_rows(SeqId seq) const;
+
+  // The step after a pass, for every sequence it made ready at once: draws the next
+  // token of each of `ready` (usually the last BatchPass::ready) from its logits with
+  // the sampler `sampler_of(seq)` returns — each sequence its own sampler, for its own
+  // history and RNG; nullptr skips the sequence — and records it in that sampler's
+  // history. With feed_back each token is also fed to its sequence, so the next decode()
+  // continues them all (an end-of-sequence token too: the host removes or rolls back a
+  // sequence it ends). Checked before anything is drawn: every id is live, listed once
+  // and has readable logits, and with feed_back every sequence has room for one more
+  // position, in its context and in the pool together (Error(context_full) /
+  // Error(kv_pool_full) naming the sequence). A sampler that throws (non-finite logits,
+  // a host stage) stops the call before anything is fed; the samplers that drew before
+  // it keep their token in their history.
+  std::vector<SampledToken> sample_ready(std::span<const SeqId> ready,
+                                         const std::function<Sampler*(SeqId)>& sampler_of,
+                                         bool feed_back = false);
 
   bool contains(SeqId seq) const noexcept;
   int64_t position(SeqId seq) const;  // tokens in the sequence's KV cache

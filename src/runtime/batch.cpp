@@ -164,6 +164,54 @@ void Batch::feed(SeqId id, std::span<const int32_t> tokens, bool all_logits) {
   q.pending.insert(q.pending.end(), tokens.begin(), tokens.end());
 }
 
+std::vector<SampledToken> Batch::sample_ready(std::span<const SeqId> ready,
+                                              const std::function<Sampler*(SeqId)>& sampler_of,
+                                              bool feed_back) {
+  State& s = *state_;
+  if (!sampler_of) throw Error(ErrorCode::invalid_argument, "sample_ready needs a sampler for each sequence");
+  // Everything that can be refused is checked before any sampler draws.
+  std::vector<std::pair<SeqId, Sampler*>> work;
+  int64_t blocks = 0;
+  for (size_t i = 0; i < ready.size(); ++i) {
+    const SeqId id = ready[i];
+    const Sequence& q = s.get(id);
+    if (std::find(ready.begin(), ready.begin() + static_cast<std::ptrdiff_t>(i), id) !=
+        ready.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw Error(ErrorCode::invalid_argument, seq_name(id) + " is listed twice");
+    }
+    (void)logits(id);  // names the sequence when it has none readable
+    Sampler* sampler = sampler_of(id);
+    if (sampler == nullptr) continue;
+    if (feed_back) {
+      if (q.kv.length() + 1 > s.context) {
+        throw Error(ErrorCode::context_full, seq_name(id) + ": its " + std::to_string(q.kv.length()) +
+                                                 " positions fill the context length; no room for the sampled token");
+      }
+      blocks += q.kv.blocks_needed(1);
+      if (blocks > s.kv_pool->free_blocks()) {
+        throw Error(ErrorCode::kv_pool_full,
+                    "the KV pool is full: feeding the sampled tokens back needs " + std::to_string(blocks) +
+                        " blocks up to " + seq_name(id) + " and " + std::to_string(s.kv_pool->free_blocks()) +
+                        " are free (nothing was drawn; remove, roll back or trim a sequence, then retry)");
+      }
+    }
+    work.emplace_back(id, sampler);
+  }
+  std::vector<SampledToken> out;
+  out.reserve(work.size());
+  for (const auto& [id, sampler] : work) {
+    try {
+      out.push_back({id, sampler->sample(logits(id))});
+    } catch (const Error& e) {
+      throw Error(e.code(), seq_name(id) + ": " + e.detail(), e.context());
+    }
+  }
+  if (feed_back) {
+    for (const auto& t : out) feed(t.seq, std::span<const int32_t>(&t.token, 1));
+  }
+  return out;
+}
+
 SeqId Batch::fork(SeqId parent) {
   State& s = *state_;
   const Sequence& p = s.get(parent);

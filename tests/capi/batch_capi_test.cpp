@@ -532,3 +532,96 @@ TEST_CASE("C API batch: trim and context shift keep a sequence going past its co
   CHECK(loom_batch_logits(b, id, &n) != nullptr);
   CHECK(n == static_cast<size_t>(m.vocab));
 }
+
+namespace {
+struct SamplerMap {
+  std::vector<loom_seq_id> ids;
+  std::vector<loom_sampler*> samplers;
+  loom_seq_id skip = -1;
+};
+loom_sampler* sampler_of(void* user, loom_seq_id seq) {
+  auto* m = static_cast<SamplerMap*>(user);
+  if (seq == m->skip) return nullptr;
+  for (size_t i = 0; i < m->ids.size(); ++i) {
+    if (m->ids[i] == seq) return m->samplers[i];
+  }
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("C API batch: loom_batch_sample_ready draws and feeds every ready sequence like one loom_batch_sample each") {
+  Model m;
+  std::mt19937 rng(21);
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t len : {3u, 9u, 5u}) prompts.push_back(random_tokens(rng, len, m.vocab));
+  loom_sampler_params sp;
+  loom_sampler_params_init(&sp);
+  sp.temperature = 0.9f;  // sampled, seeded: the same draws both ways
+  std::vector<std::vector<int32_t>> results[2];
+  for (int way = 0; way < 2; ++way) {
+    Batch b(m.model, params());
+    SamplerMap map;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      loom_seq_id id = -1;
+      REQUIRE(loom_batch_add(b, &id, nullptr) == LOOM_OK);
+      REQUIRE(loom_batch_feed(b, id, prompts[i].data(), prompts[i].size(), 0, nullptr) == LOOM_OK);
+      loom_sampler* s = nullptr;
+      sp.seed = 7 + i;
+      REQUIRE(loom_sampler_create(&sp, &s, nullptr) == LOOM_OK);
+      map.ids.push_back(id);
+      map.samplers.push_back(s);
+    }
+    loom_batch_pass first;
+    loom_batch_pass_init(&first);
+    REQUIRE(loom_batch_decode(b, &first, nullptr) == LOOM_OK);  // every prompt in one pass
+    REQUIRE(first.n_ready == 3);
+    results[way].resize(prompts.size());
+    for (int step = 0; step < 6; ++step) {
+      if (way == 0) {
+        for (size_t i = 0; i < map.ids.size(); ++i) {
+          int32_t token = -1;
+          REQUIRE(loom_batch_sample(b, map.ids[i], map.samplers[i], &token, nullptr) == LOOM_OK);
+          results[way][i].push_back(token);
+          REQUIRE(loom_batch_feed(b, map.ids[i], &token, 1, 0, nullptr) == LOOM_OK);
+        }
+      } else {
+        loom_seq_id ids[3] = {-1, -1, -1};
+        int32_t tokens[3] = {-1, -1, -1};
+        size_t n = 0;
+        loom_error* err = nullptr;
+        // Too small an output: the count, and nothing drawn or fed.
+        CHECK(loom_batch_sample_ready(b, sampler_of, &map, 1, ids, tokens, 2, &n, &err) == LOOM_ERR_BUFFER_TOO_SMALL);
+        CHECK(n == 3);
+        CHECK(message_of(err).find("3 sequences") != std::string::npos);
+        CHECK(loom_batch_pending(b, map.ids[0]) == 0);
+        REQUIRE(loom_batch_sample_ready(b, sampler_of, &map, 1, ids, tokens, 3, &n, nullptr) == LOOM_OK);
+        REQUIRE(n == 3);
+        for (size_t i = 0; i < n; ++i) {
+          CHECK(ids[i] == map.ids[i]);
+          CHECK(loom_batch_pending(b, ids[i]) == 1);
+          results[way][i].push_back(tokens[i]);
+        }
+      }
+      loom_batch_pass r;
+      loom_batch_pass_init(&r);
+      REQUIRE(loom_batch_decode(b, &r, nullptr) == LOOM_OK);
+      CHECK(r.n_ready == 3);
+    }
+    if (way == 1) {
+      // A sequence without a sampler is skipped; a NULL callback or count is refused.
+      map.skip = map.ids[1];
+      loom_seq_id ids[3];
+      int32_t tokens[3];
+      size_t n = 0;
+      REQUIRE(loom_batch_sample_ready(b, sampler_of, &map, 0, ids, tokens, 3, &n, nullptr) == LOOM_OK);
+      CHECK(n == 2);
+      CHECK(ids[1] == map.ids[2]);
+      CHECK(loom_batch_pending(b, map.ids[0]) == 0);  // not fed
+      CHECK(loom_batch_sample_ready(b, nullptr, &map, 0, ids, tokens, 3, &n, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
+      CHECK(loom_batch_sample_ready(b, sampler_of, &map, 0, ids, tokens, 3, nullptr, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
+      CHECK(loom_batch_sample_ready(nullptr, sampler_of, &map, 0, ids, tokens, 3, &n, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
+    }
+    for (auto* s : map.samplers) loom_sampler_free(s);
+  }
+  CHECK(results[0] == results[1]);
+}

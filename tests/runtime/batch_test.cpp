@@ -349,3 +349,107 @@ TEST_CASE("batch: context shift keeps the first tokens and lets a conversation r
   CHECK(dropped >= 103 - 16);
   CHECK(batch.stats().blocks_used <= 4);
 }
+
+TEST_CASE("batch: sample_ready draws every ready sequence with its own sampler and feeds the tokens back") {
+  auto model = model_of(loom::DType::f32);
+  const int64_t vocab = model->config().vocab_size;
+  std::mt19937 rng(9);
+  BatchOptions o;
+  o.n_threads = 2;
+  o.block_tokens = 4;
+  o.context_length = 48;
+  Batch batch(model, o);
+  std::map<SeqId, std::vector<int32_t>> prompt;
+  std::map<SeqId, loom::Sampler> samplers;
+  for (int i = 0; i < 4; ++i) {
+    const SeqId id = batch.add();
+    prompt[id] = random_tokens(rng, 2 + 5 * i, vocab);
+    batch.feed(id, prompt[id]);
+    loom::SamplerParams sp;
+    sp.temperature = i == 3 ? 0.8f : 0.0f;  // greedy, except one sequence that samples
+    sp.seed = 100 + static_cast<uint64_t>(i);
+    samplers.emplace(id, loom::Sampler(sp));
+  }
+  // Sequence 2 gets no sampler: it is skipped, and stays as it is.
+  auto sampler_of = [&](SeqId id) -> loom::Sampler* { return id == 2 ? nullptr : &samplers.at(id); };
+  std::map<SeqId, std::vector<int32_t>> generated;
+  for (int step = 0; step < 5; ++step) {
+    const auto pass = batch.decode();
+    REQUIRE_FALSE(pass.ready.empty());
+    const auto drawn = batch.sample_ready(pass.ready, sampler_of, /*feed_back=*/true);
+    for (const auto& t : drawn) {
+      REQUIRE(t.seq != 2);
+      generated[t.seq].push_back(t.token);
+      CHECK(batch.pending(t.seq) == 1);
+    }
+    CHECK(drawn.size() == 3);
+  }
+  CHECK(batch.position(2) == static_cast<int64_t>(prompt[2].size()));
+  CHECK(batch.pending(2) == 0);
+  // Each sequence equals the same sampler run over it alone.
+  for (SeqId id : {SeqId{0}, SeqId{1}, SeqId{3}}) {
+    loom::SessionOptions so;
+    so.n_threads = 1;
+    loom::Session session(model, so);
+    loom::SamplerParams sp;
+    sp.temperature = id == 3 ? 0.8f : 0.0f;
+    sp.seed = 100 + static_cast<uint64_t>(id);
+    loom::Sampler sampler(sp);
+    session.prefill(prompt[id]);
+    std::vector<int32_t> expect;
+    for (int step = 0; step < 5; ++step) {
+      expect.push_back(sampler.sample(session.logits()));
+      session.step(expect.back());
+    }
+    CHECK(generated[id] == expect);
+  }
+}
+
+TEST_CASE("batch: sample_ready refuses before drawing: unknown, repeated or pending ids, and no room to feed") {
+  auto model = model_of(loom::DType::f32);
+  BatchOptions o;
+  o.n_threads = 1;
+  o.block_tokens = 4;
+  o.context_length = 8;
+  o.pool_tokens = 12;  // 3 blocks
+  Batch batch(model, o);
+  const SeqId a = batch.add();
+  const SeqId b = batch.add();
+  batch.feed(a, std::vector<int32_t>{1, 2, 3, 4});
+  batch.feed(b, std::vector<int32_t>{5, 6, 7, 8});
+  batch.decode();
+  loom::SamplerParams sp;
+  sp.temperature = 0.0f;
+  loom::Sampler sa(sp), sb(sp);
+  auto of = [&](SeqId id) -> loom::Sampler* { return id == a ? &sa : &sb; };
+  const std::vector<SeqId> both{a, b};
+  auto logits_a = std::vector<float>(batch.logits(a).begin(), batch.logits(a).end());
+
+  // 2 blocks used, 1 free: feeding both sampled tokens back needs 2 new blocks.
+  try {
+    batch.sample_ready(both, of, true);
+    FAIL("expected kv_pool_full");
+  } catch (const loom::Error& e) {
+    CHECK(e.code() == loom::ErrorCode::kv_pool_full);
+    CHECK_THAT(e.what(), Catch::Contains("needs 2 blocks"));
+  }
+  CHECK(batch.pending(a) == 0);
+  CHECK(batch.pending(b) == 0);
+  CHECK(same_bits(batch.logits(a), logits_a));
+  CHECK(sa.last_candidates().items.empty());  // nothing was drawn
+
+  const std::vector<SeqId> twice{a, a};
+  CHECK_THROWS_WITH(batch.sample_ready(twice, of), Catch::Contains("listed twice"));
+  const std::vector<SeqId> unknown{a, 77};
+  CHECK_THROWS_WITH(batch.sample_ready(unknown, of), Catch::Contains("sequence 77"));
+  CHECK(sa.last_candidates().items.empty());
+
+  // Without feeding back it only draws; one sequence then feeds, the other is full.
+  const auto drawn = batch.sample_ready(both, of);
+  REQUIRE(drawn.size() == 2);
+  CHECK(batch.pending(a) == 0);
+  batch.feed(b, std::vector<int32_t>{drawn[1].token, 1, 2, 3});  // b reaches the context length
+  batch.decode();
+  CHECK_THROWS_WITH(batch.sample_ready(std::vector<SeqId>{b}, of, true), Catch::Contains("context length"));
+  CHECK(batch.pending(b) == 0);
+}
