@@ -194,6 +194,16 @@ void register_benchmarks() {
           ->UseRealTime();
     }
   }
+  // A small continuous batch (4 or 8 decode tokens in one pass) over weights from memory.
+  for (int64_t type = 0; type < kTypeCount; ++type) {
+    for (int64_t n_act : {4, 8}) {
+      benchmark::RegisterBenchmark("BM_batch_cold", BM_dot_rows)
+          ->Args({type, 2048, 8192, 1, -1, n_act})
+          ->Unit(benchmark::kMicrosecond)
+          ->MinTime(0.5)
+          ->UseRealTime();
+    }
+  }
   for (int64_t type = 0; type < kTypeCount; ++type) {
     benchmark::RegisterBenchmark("BM_prefill", BM_dot_rows)
         ->Args({type, 2048, 8192, 0, -1, 32})
