@@ -224,11 +224,6 @@ std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, 
   return std::make_unique<ModelDrafter>(std::move(draft), target, options);
 }
 
-std::shared_ptr<const Model> load_draft_copy(const std::filesystem::path& target_path, DType dtype, LoadOptions load) {
-  load.target_dtype = dtype;
-  return load_model(target_path, load);
-}
-
 std::unique_ptr<Drafter> make_lookup_drafter(LookupOptions options) {
   return std::make_unique<LookupDrafter>(options);
 }
