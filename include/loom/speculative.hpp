@@ -51,9 +51,14 @@ struct Draft {
   // distribution tokens[i] was drawn from, dense over the vocabulary, after the sampler
   // chain. Empty: deterministic proposals (q is one-hot at each token).
   std::vector<std::vector<float>> q;
+  // Seconds of the proposal spent catching up on the context (a draft model feeding what
+  // it has not seen) rather than drafting: the adaptive length prices drafted tokens
+  // without it.
+  double catch_up_seconds = 0.0;
   void clear() {
     tokens.clear();
     q.clear();
+    catch_up_seconds = 0.0;
   }
 };
 

@@ -6,7 +6,8 @@
 // plus rejections, the maximum-likelihood estimate of a geometric run), the time of a
 // verification pass of each size, and the draft's time per drafted token. k = 0 is a
 // plain decode step: when drafting does not pay the rounds fall back to plain decoding,
-// with a probe of one draft every probe_interval rounds so a change is noticed.
+// with a probe of one draft after probe_interval rounds so a change is noticed (the
+// wait doubling after each probe that changes nothing, up to 16 x probe_interval).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,10 @@ class DraftLength {
   std::vector<double> verify_;  // [n]: running mean seconds of a pass of n tokens, < 0 unknown
   double draft_per_token_ = -1.0;
   int32_t plain_rounds_ = 0;
-  bool first_ = true;
+  int32_t interval_;      // plain rounds before the next probe
+  bool probing_ = false;  // the last non-plain round was a probe
+  int32_t drafting_rounds_ = 0;  // drafting rounds since the last plain one
+  bool warm_ = false;            // the first plain pass was seen (and not counted)
 };
 
 }  // namespace loom::runtime

@@ -244,7 +244,9 @@ SpeculativeResult speculative_generate_from_tokens(Session& session, Sampler& sa
       ++stats.rounds_drafting;
       drafter->accepted(accepted, d);
     }
-    if (drafter != nullptr) length.observe(k, d, accepted, draft_seconds, verify_seconds);
+    if (drafter != nullptr) {
+      length.observe(k, d, accepted, std::max(0.0, draft_seconds - draft.catch_up_seconds), verify_seconds);
+    }
     stats.last_draft_length = k;
 
     // Settle the round's tokens one by one, as the plain loop would.

@@ -1,6 +1,7 @@
 // The drafters of loom/speculative.hpp: a draft model, prompt lookup, a host function;
 // and the vocabulary check a draft model must pass.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -60,6 +61,7 @@ class ModelDrafter final : public Drafter {
     if (target.model().config().vocab_size != model_->config().vocab_size) {
       check_same_vocabulary(target.model(), *model_);
     }
+    synced_ = false;  // a new generation: the first draft feeds its whole prompt
     if (session_) return;  // later generations sync from the common prefix
     SessionOptions so;
     so.context_length = options_.context_length > 0
@@ -79,18 +81,39 @@ class ModelDrafter final : public Drafter {
     }
     if (context.empty() || max_tokens <= 0) return;
     const int64_t limit = session_->context_length();
-    if (static_cast<int64_t>(context.size()) > limit) return;  // the draft's context is used up
-    // Keep the common prefix of what the session holds and the context; feed the rest
-    // (at least the newest token, whose logits start the draft) in one pass.
-    const size_t common = static_cast<size_t>(
-        std::mismatch(fed_.begin(), fed_.end(), context.begin(), context.end()).first - fed_.begin());
-    const size_t keep = std::min(common, context.size() - 1);
+    // The session holds context[offset_, offset_ + fed_.size()). Keep the common prefix
+    // and feed the rest (at least the newest token, whose logits start the draft) in one
+    // pass. When that is far behind — many plain rounds since the last draft — or past
+    // the draft's context, restart on the most recent tokens instead: catching up would
+    // cost a draft pass per token, the price of drafting every one of them; a draft that
+    // sees a window is still a valid draft (the target verifies), only a weaker one.
+    if (!synced_ || offset_ > context.size()) {
+      offset_ = 0;
+    }
+    auto view = context.subspan(offset_);
+    size_t common = static_cast<size_t>(
+        std::mismatch(fed_.begin(), fed_.end(), view.begin(), view.end()).first - fed_.begin());
+    const bool far_behind = synced_ && view.size() - common > kMaxCatchUp;
+    if (far_behind || static_cast<int64_t>(view.size()) >= limit) {
+      const size_t window = std::min<size_t>(kWindow, static_cast<size_t>(std::max<int64_t>(1, limit / 2)));
+      offset_ = context.size() - std::min(window, context.size());
+      view = context.subspan(offset_);
+      common = 0;
+    }
+    synced_ = true;
+    const size_t keep = std::min(common, view.size() - 1);
     if (keep < fed_.size()) {
       session_->rollback(static_cast<int64_t>(keep));
       fed_.resize(keep);
     }
-    const auto rest = context.subspan(keep);
+    const auto rest = view.subspan(keep);
+    // A round that kept every draft leaves two tokens to feed (the last draft, never fed,
+    // and the target's bonus token): that is the price of drafting. More is catching up.
+    const auto t0 = std::chrono::steady_clock::now();
     session_->prefill(rest);
+    if (rest.size() > 2) {
+      out.catch_up_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     fed_.insert(fed_.end(), rest.begin(), rest.end());
 
     const bool greedy = sampler.greedy();
@@ -121,7 +144,11 @@ class ModelDrafter final : public Drafter {
   std::shared_ptr<const Model> model_;
   DraftModelOptions options_;
   std::unique_ptr<Session> session_;
-  std::vector<int32_t> fed_;  // the tokens in session_'s KV cache
+  static constexpr size_t kMaxCatchUp = 64;  // tokens fed to resync before a window is cheaper
+  static constexpr size_t kWindow = 32;      // recent tokens a restarted draft sees
+  std::vector<int32_t> fed_;  // the tokens in session_'s KV cache: context[offset_, ...)
+  size_t offset_ = 0;
+  bool synced_ = false;       // proposed at least once in this generation
   std::vector<std::string> warnings_;
 };
 

@@ -225,7 +225,9 @@ TEST_CASE("speculative: greedy on stories260K equals llama2.c's 200 tokens with 
           CHECK(r.stats.accepted > 0);
           if (k >= 2) CHECK(r.tokens_per_target_pass() > 1.3);
         }
-        if (name == "q8_0 copy") CHECK(r.stats.acceptance() > 0.8);
+        // (Adaptive runs may restart the draft on a window of recent tokens after plain
+        // stretches, which lowers its acceptance: only fixed-k runs are held to this.)
+        if (name == "q8_0 copy" && !adaptive) CHECK(r.stats.acceptance() > 0.8);
       }
     }
   }
@@ -625,8 +627,10 @@ TEST_CASE("speculative: the adaptive length backs off to plain decoding when dra
   const auto r = loom::speculative_generate_from_tokens(s, sampler, nullptr, prompt, wrong.get(), {}, no_eos(200));
   CHECK(r.generation.tokens == want);
   CHECK(r.stats.accepted == 0);
-  // A first round of 8, then probes of one every 16 plain rounds.
-  CHECK(r.stats.drafted < 30);
+  // A first round of 8, a few rounds of one while the acceptance estimate falls, then
+  // probes of one every 16 plain rounds (timing noise may add a few): far from the 1600
+  // drafts of a fixed k = 8.
+  CHECK(r.stats.drafted < 60);
+  CHECK(r.stats.rounds_drafting < 50);
   CHECK(r.stats.target_passes == 200);
-  CHECK(r.stats.last_draft_length <= 1);
 }
