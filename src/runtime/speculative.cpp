@@ -79,7 +79,9 @@ double prob_of(const CandidateList& list, int32_t id) {
 // rounding): draw from p.
 int32_t draw_residual(const CandidateList& p, const std::vector<float>* q, int32_t x, Rng& rng) {
   auto residual = [&](const Candidate& c) {
-    const double qi = q != nullptr ? (*q)[static_cast<size_t>(c.id)] : (c.id == x ? 1.0 : 0.0);
+    // (A custom stage may write any id: those outside the vocabulary have no q.)
+    const bool in_q = q != nullptr && c.id >= 0 && static_cast<size_t>(c.id) < q->size();
+    const double qi = q != nullptr ? (in_q ? (*q)[static_cast<size_t>(c.id)] : 0.0) : (c.id == x ? 1.0 : 0.0);
     return std::max(0.0, static_cast<double>(c.p) - qi);
   };
   double sum = 0.0;
@@ -205,32 +207,40 @@ SpeculativeResult speculative_generate_from_tokens(Session& session, Sampler& sa
     ++stats.target_passes;
     int32_t accepted = 0;
     int32_t next = -1;
-    for (int32_t i = 0; i <= d && next < 0; ++i) {
-      const CandidateList& p = sampler.distribution(session.logits_at(i), /*normalize=*/!greedy);
-      if (i == d) {
-        next = greedy ? Sampler::best(p) : runtime::draw(p, sampler.rng());
-        break;
+    try {
+      for (int32_t i = 0; i <= d && next < 0; ++i) {
+        const CandidateList& p = sampler.distribution(session.logits_at(i), /*normalize=*/!greedy);
+        if (i == d) {
+          next = greedy ? Sampler::best(p) : runtime::draw(p, sampler.rng());
+          break;
+        }
+        const int32_t x = draft.tokens[static_cast<size_t>(i)];
+        bool keep = false;
+        if (greedy) {
+          const int32_t t = Sampler::best(p);
+          keep = t == x;
+          if (!keep) next = t;
+        } else {
+          const std::vector<float>* q = draft.q.empty() ? nullptr : &draft.q[static_cast<size_t>(i)];
+          const double px = prob_of(p, x);
+          const double qx = q != nullptr ? (*q)[static_cast<size_t>(x)] : 1.0;
+          const double u = sampler.rng().next_double();
+          // min(1, p/q) > u, without dividing; a q of 0 (a drafter that reported a
+          // token it could not have drawn) keeps x whenever the target can pick it.
+          keep = qx > 0.0 ? u * qx < px : px > 0.0;
+          if (!keep) next = draw_residual(p, q, x, sampler.rng());
+        }
+        if (keep) {
+          sampler.accept(x);
+          ++accepted;
+        }
       }
-      const int32_t x = draft.tokens[static_cast<size_t>(i)];
-      bool keep = false;
-      if (greedy) {
-        const int32_t t = Sampler::best(p);
-        keep = t == x;
-        if (!keep) next = t;
-      } else {
-        const std::vector<float>* q = draft.q.empty() ? nullptr : &draft.q[static_cast<size_t>(i)];
-        const double px = prob_of(p, x);
-        const double qx = q != nullptr ? (*q)[static_cast<size_t>(x)] : 1.0;
-        const double u = sampler.rng().next_double();
-        // min(1, p/q) > u, without dividing; a q of 0 (a drafter that reported a
-        // token it could not have drawn) keeps x whenever the target can pick it.
-        keep = qx > 0.0 ? u * qx < px : px > 0.0;
-        if (!keep) next = draw_residual(p, q, x, sampler.rng());
-      }
-      if (keep) {
-        sampler.accept(x);
-        ++accepted;
-      }
+    } catch (...) {
+      // A sampler stage that throws (a custom stage, non-finite logits): the round is
+      // undone, the session and the history are as they were before it.
+      session.rollback(base);
+      sampler.truncate_history(history_at_round);
+      throw;
     }
     sampler.accept(next);
     // The session keeps `last` and the accepted drafts; the rejected ones go.

@@ -127,9 +127,12 @@ class ModelDrafter final : public Drafter {
         if (top < options_.min_confidence) break;
       }
       const int32_t token = greedy ? Sampler::best(q) : runtime::draw(q, sampler.rng());
+      if (token < 0 || token >= vocab) break;  // a custom stage's id: nothing to draft on
       if (!greedy) {
         std::vector<float> dense(static_cast<size_t>(vocab), 0.0f);
-        for (const auto& c : q.items) dense[static_cast<size_t>(c.id)] = c.p;
+        for (const auto& c : q.items) {
+          if (c.id >= 0 && c.id < vocab) dense[static_cast<size_t>(c.id)] = c.p;  // custom stages may write any id
+        }
         out.q.push_back(std::move(dense));
       }
       out.tokens.push_back(token);

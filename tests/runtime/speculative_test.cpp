@@ -634,3 +634,31 @@ TEST_CASE("speculative: the adaptive length backs off to plain decoding when dra
   CHECK(r.stats.rounds_drafting < 50);
   CHECK(r.stats.target_passes == 200);
 }
+
+TEST_CASE("speculative: a sampler stage that throws mid-verification leaves the session consistent") {
+  auto target = tiny(1, 0.2f);
+  auto again = tiny(1, 0.2f);
+  const Tokens prompt{5, 17, 99};
+  const Tokens want = plain_tokens(target, prompt, 30, greedy_params(), 64);
+  loom::Session s(target, one_thread(64));
+  loom::Sampler sampler(greedy_params());
+  int calls = 0;
+  sampler.add_stage(loom::make_stage("fails-later", [&](loom::CandidateList&, loom::SamplerContext&) {
+    if (++calls == 23) throw loom::Error(loom::ErrorCode::cancelled, "stage gave up");
+  }));
+  auto drafter = loom::make_model_drafter(again, *target);
+  CHECK_THROWS_WITH(loom::speculative_generate_from_tokens(s, sampler, nullptr, prompt, drafter.get(), fixed_k(4),
+                                                           no_eos(30)),
+                    Catch::Contains("stage gave up"));
+  // The session holds a prefix of prompt + the greedy tokens, bit for bit.
+  Tokens all = prompt;
+  all.insert(all.end(), want.begin(), want.end());
+  const int64_t pos = s.position();
+  REQUIRE(pos >= static_cast<int64_t>(prompt.size()) - 1);
+  REQUIRE(pos < static_cast<int64_t>(all.size()));
+  loom::Session ref(target, one_thread(64));
+  ref.prefill(std::span<const int32_t>(all).first(static_cast<size_t>(pos)));
+  s.step(all[static_cast<size_t>(pos)]);
+  ref.step(all[static_cast<size_t>(pos)]);
+  CHECK(same_bits(s.logits(), ref.logits()));
+}
