@@ -78,7 +78,7 @@ loom::Tensor random_tensor(const loom::Shape& shape, loom::DType dtype, uint64_t
 
 }  // namespace
 
-std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype) {
+std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype, float output_scale) {
   uint64_t state = 12345;
   loom::ModelWeights w;
   w.layers.resize(static_cast<size_t>(c.n_layers));
@@ -87,9 +87,9 @@ std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, l
     const int64_t layers = slot.per_layer ? c.n_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
       const bool vec = slot.role == loom::slots::Role::vector;
+      const float spread = vec ? 0.1f : slot.name == "output" ? 0.02f * output_scale : 0.02f;
       loom::slots::tensor_of(w, slot, l) =
-          random_tensor(slot.shape(c), vec ? loom::DType::f32 : dtype, state, vec ? 0.1f : 0.02f,
-                        vec ? 1.0f : 0.0f);
+          random_tensor(slot.shape(c), vec ? loom::DType::f32 : dtype, state, spread, vec ? 1.0f : 0.0f);
     }
   }
   if (c.tie_word_embeddings) w.output = w.token_embd;

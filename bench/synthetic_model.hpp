@@ -15,7 +15,11 @@ namespace loom::bench {
 // "small": hidden 1024, 8 layers, 16/4 heads, ffn 2816, vocab 32000; "1b": Llama-3.2-1B.
 loom::ModelConfig shape_config(const std::string& shape);
 // Matrices in `dtype` (quantized ones too), norms f32; the same weights on every run.
-std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype);
+// `output_scale` multiplies the output projection's spread: random weights give flat
+// logits (a spread of ~0.4), a scale of ~25 peaked ones, as a trained model's are
+// (speculative decoding's acceptance depends on it).
+std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype,
+                                                   float output_scale = 1.0f);
 // Weight bytes decode reads per pass: every projection matrix and the output matrix.
 double matrix_bytes(const loom::Model& m);
 // Parameters of those matrices (2 x this = FLOPs per token, attention aside).

@@ -623,6 +623,96 @@ LOOM_API loom_status loom_batch_sample_ready(loom_batch *batch, loom_batch_sampl
  * struct's name). */
 LOOM_API loom_status loom_batch_get_stats(const loom_batch *batch, loom_batch_stats *stats);
 
+/* ---- speculative decoding ------------------------------------------------------- */
+
+/* A drafter cheaply proposes the next tokens; loom_generate_speculative verifies them all
+ * in one forward pass of the target and keeps the prefix the target's own sampler agrees
+ * with, plus one token of the target's, so one pass over the target's weights yields
+ * several tokens. Greedy output is token for token plain greedy decoding's; with
+ * sampling, each token follows the target's distribution after the whole sampler chain
+ * (rejection sampling: Leviathan et al. 2023). See docs/speculative.md.
+ *
+ * Ownership: the caller owns a drafter and frees it with loom_drafter_free; a draft-model
+ * drafter keeps its model alive and owns its own KV cache. Threads: a drafter is used by
+ * one generation at a time (like a session). */
+typedef struct loom_drafter loom_drafter;
+
+typedef struct loom_draft_model_params {
+  uint32_t struct_size;
+  int32_t context_length; /* the draft's KV cache; 0: the target session's (capped by the draft's) */
+  int32_t kv_dtype;       /* LOOM_DTYPE_F32 (default) or LOOM_DTYPE_F16 */
+  float min_confidence;   /* stop drafting when the draft's best candidate is less likely; default 0 */
+} loom_draft_model_params;
+
+LOOM_API void loom_draft_model_params_init(loom_draft_model_params *p);
+/* A draft model: `draft` must share `target`'s vocabulary (LOOM_ERR_INVALID_ARGUMENT
+ * naming both sizes, or the first token id whose text differs). A draft with more weight
+ * bytes than the target is allowed, with a warning (loom_drafter_warnings). Any thread. */
+LOOM_API loom_status loom_drafter_create_model(const loom_model *draft, const loom_model *target,
+                                               const loom_draft_model_params *params, loom_drafter **out,
+                                               loom_error **err);
+/* The quantized copy of a model as its draft, without a second file: every projection and
+ * embedding matrix converted in memory to `dtype` ("q4_k", "q8_0", "gq4_32", "f16", ...);
+ * the copy shares the target's norms, config and tokenizer. Free it with loom_model_free.
+ * Any thread. */
+LOOM_API loom_status loom_model_draft_copy(const loom_model *target, const char *dtype, loom_model **out,
+                                           loom_error **err);
+/* Prompt lookup: the longest recent suffix of the context (max_ngram down to min_ngram
+ * tokens; 0, 0 for the defaults 3, 1) that occurred before proposes what followed it. */
+LOOM_API loom_status loom_drafter_create_lookup(int32_t max_ngram, int32_t min_ngram, loom_drafter **out,
+                                                loom_error **err);
+
+/* A host drafter: writes up to `max_draft` tokens continuing `context` (the prompt and
+ * every token generated so far) into `draft` and their count into *n_draft. Return 0 to
+ * go on, nonzero to stop the generation with LOOM_ERR_CANCELLED. A count above max_draft
+ * or an id outside the vocabulary fails it with LOOM_ERR_INVALID_ARGUMENT; the session
+ * then holds the tokens accepted before, nothing else. Called on the generating thread. */
+typedef int32_t (*loom_draft_fn)(void *user, const int32_t *context, size_t n_context, int32_t *draft,
+                                 size_t max_draft, size_t *n_draft);
+/* Optional: how many of the `drafted` tokens last proposed the target kept. */
+typedef void (*loom_draft_accepted_fn)(void *user, size_t accepted, size_t drafted);
+LOOM_API loom_status loom_drafter_create_callback(const char *name, loom_draft_fn draft,
+                                                  loom_draft_accepted_fn accepted, void *user,
+                                                  loom_drafter **out, loom_error **err);
+LOOM_API void loom_drafter_free(loom_drafter *drafter);
+/* The drafter's warnings, one per line ("" when none); size-query convention. */
+LOOM_API loom_status loom_drafter_warnings(const loom_drafter *drafter, char *buf, size_t cap, size_t *len);
+
+typedef struct loom_speculative_params {
+  uint32_t struct_size;
+  int32_t max_draft;      /* k: drafted tokens per target pass at most, 1..64; default 8 */
+  int32_t adaptive;       /* default 1: k per round from the acceptance rate and measured
+                             costs, down to plain decoding when drafting does not pay */
+  int32_t probe_interval; /* adaptive: plain rounds between probes of one draft; default 16 */
+  float smoothing;        /* weight of the newest round in the running estimates, (0, 1]; default 0.1 */
+} loom_speculative_params;
+
+typedef struct loom_speculative_stats {
+  uint32_t struct_size;
+  int64_t drafted;         /* tokens proposed and verified */
+  int64_t accepted;        /* of those, kept */
+  int64_t target_passes;   /* forward passes of the target while generating */
+  int64_t rounds_drafting; /* passes that verified at least one draft */
+  double acceptance;       /* accepted / drafted (0 when nothing was drafted) */
+  double tokens_per_target_pass;
+  double draft_seconds;
+  double verify_seconds;
+  int32_t last_draft_length;
+} loom_speculative_stats;
+
+LOOM_API void loom_speculative_params_init(loom_speculative_params *p);
+LOOM_API void loom_speculative_stats_init(loom_speculative_stats *s);
+/* loom_generate with an optional drafter (NULL: plain decoding, counted the same way):
+ * the same params, streaming, stop reasons and result, and for a greedy sampler the same
+ * tokens. `spec`, `result` and `stats` may be NULL. k outside 1..64 is
+ * LOOM_ERR_INVALID_ARGUMENT. When the context runs out the accepted tokens are kept and
+ * the stop reason is LOOM_STOP_CONTEXT_FULL. Per-session (and per-sampler, per-drafter). */
+LOOM_API loom_status loom_generate_speculative(loom_session *session, loom_sampler *sampler, const char *prompt,
+                                               size_t prompt_len, const loom_generate_params *params,
+                                               loom_drafter *drafter, const loom_speculative_params *spec,
+                                               loom_generate_result *result, loom_speculative_stats *stats,
+                                               loom_error **err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,6 +33,7 @@
 #include "loom/session.hpp"
 #include "loom/tokenizer.hpp"
 #include "parallel_run.hpp"
+#include "speculative_cli.hpp"
 #include "progress.hpp"
 #include "trace_forward.hpp"
 
@@ -227,6 +228,36 @@ void print_generation_stats(const loom::GenerateResult& r) {
                std::string(loom::stop_reason_name(r.stop)).c_str());
 }
 
+// ---- speculative decoding flags (examples/cli/speculative_cli.hpp) ----
+
+loom::cli::DraftFlags draft_flags(const Args& a) {
+  loom::cli::DraftFlags f;
+  f.draft_path = a.text("--draft");
+  f.draft_quantize = a.text("--draft-quantize");
+  f.lookup = a.integer("--lookup", 0);
+  if (a.has("--lookup") && (f.lookup < 1 || f.lookup > 64)) {
+    throw UsageError("--lookup expects an n-gram size of 1 to 64, got " + a.text("--lookup"));
+  }
+  const int64_t k = a.integer("--draft-max", f.params.max_draft);
+  if (k < 1 || k > loom::SpeculativeParams::kMaxDraft) {
+    throw UsageError("--draft-max expects 1 to 64 drafted tokens per pass, got " + a.text("--draft-max"));
+  }
+  f.params.max_draft = static_cast<int32_t>(k);
+  f.params.adaptive = !a.has("--draft-fixed");
+  const double min_p = a.number("--draft-min-p", 0.0);
+  if (min_p < 0.0 || min_p > 1.0) throw UsageError("--draft-min-p expects a probability from 0 to 1, got " + a.text("--draft-min-p"));
+  f.min_confidence = static_cast<float>(min_p);
+  for (const char* knob : {"--draft-max", "--draft-fixed", "--draft-min-p"}) {
+    if (a.has(knob) && !f.any()) throw UsageError(std::string(knob) + " needs --draft, --draft-quantize or --lookup");
+  }
+  return f;
+}
+
+std::shared_ptr<const loom::Model> load_draft(const loom::cli::DraftFlags& f) {
+  if (f.draft_path.empty()) return nullptr;
+  return load_with_progress(f.draft_path, loom::LoadOptions{});
+}
+
 // ---- run --parallel: many prompts on one loom::Batch (examples/cli/parallel_run.hpp) ----
 
 int cmd_run_parallel(const Args& a) {
@@ -256,8 +287,18 @@ int cmd_run_parallel(const Args& a) {
 }
 
 int cmd_run(const Args& a) {
+  const loom::cli::DraftFlags df = draft_flags(a);
+  if (df.any()) {
+    if ((!df.draft_path.empty()) + (!df.draft_quantize.empty()) + (df.lookup > 0) > 1) {
+      throw UsageError("give one drafter: --draft, --draft-quantize or --lookup");
+    }
+    for (const char* f : {"--parallel", "--chat"}) {
+      if (a.has(f)) throw UsageError(std::string(f) + " cannot be combined with speculative decoding (--draft, --draft-quantize, --lookup)");
+    }
+  }
   if (a.has("--parallel")) return cmd_run_parallel(a);
   RunSetup setup = prepare_run(a);
+  std::vector<loom::cli::CliDrafter> drafters = loom::cli::make_drafters(df, setup.model, load_draft(df));
   loom::Session& session = *setup.session;
   loom::Sampler& sampler = *setup.sampler;
   loom::GenerateOptions& go = setup.go;
@@ -266,6 +307,13 @@ int cmd_run(const Args& a) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;
+  };
+  // Plain, or speculative with the one drafter asked for (same tokens when greedy).
+  auto run_generate = [&](const std::string& text) {
+    if (drafters.empty()) return loom::generate(session, sampler, tokenizer, text, go);
+    const auto r = loom::speculative_generate(session, sampler, tokenizer, text, drafters[0].drafter.get(), df.params, go);
+    loom::cli::print_speculative_stats(drafters[0].mode + " " + drafters[0].detail, r, stderr);
+    return r.generation;
   };
 
   std::string prompt = a.text("--prompt");
@@ -296,7 +344,7 @@ int cmd_run(const Args& a) {
       }
     }
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-    print_generation_stats(loom::generate(session, sampler, tokenizer, prompt, go));
+    print_generation_stats(run_generate(prompt));
     return 0;
   }
   std::fprintf(stderr, "loom: interactive: type a prompt and press Enter; an empty line or Ctrl-D ends.\n");
@@ -306,7 +354,7 @@ int cmd_run(const Args& a) {
     go.add_special = first;
     first = false;
     try {
-      print_generation_stats(loom::generate(session, sampler, tokenizer, line, go));
+      print_generation_stats(run_generate(line));
     } catch (const loom::Error& e) {
       if (e.code() != loom::ErrorCode::context_full) throw;
       std::fprintf(stderr, "\nloom: the context is full; starting a new conversation\n");
@@ -474,7 +522,12 @@ int cmd_bench(const Args& a) {
   const int reps = static_cast<int>(a.integer("--reps", 5));
   if (prompt_tokens < 1 || gen_tokens < 1 || reps < 1) throw UsageError("--prompt-tokens, --gen-tokens and --reps must be positive");
   if (prompt_tokens > 1000000 || gen_tokens > 1000000) throw UsageError("--prompt-tokens and --gen-tokens are at most 1000000");
-  if (a.has("--json") && !a.has("--batch")) throw UsageError("--json needs --batch");
+  if (a.has("--json") && !a.has("--batch") && !a.has("--speculative")) throw UsageError("--json needs --batch or --speculative");
+  if (a.has("--batch") && a.has("--speculative")) throw UsageError("--batch and --speculative are separate benchmarks: give one");
+  const loom::cli::DraftFlags df = draft_flags(a);
+  if (df.any() && !a.has("--speculative")) throw UsageError("--draft, --draft-quantize and --lookup need --speculative");
+  if (a.has("--speculative") && !df.any()) throw UsageError("--speculative needs --draft PATH, --draft-quantize TYPE or --lookup N");
+  if (a.has("--prompt") && !a.has("--speculative")) throw UsageError("--prompt needs --speculative");
   loom::cli::BatchBenchOptions bb;
   if (a.has("--batch")) {
     try {
@@ -485,8 +538,27 @@ int cmd_bench(const Args& a) {
   }
   loom::LoadOptions lo;
   lo.target_dtype = dtype_flag(a);
-  lo.load_tokenizer = false;
+  lo.load_tokenizer = a.has("--speculative");  // a text prompt, and the draft's vocabulary check
   auto model = load_with_progress(path, lo);
+  if (a.has("--speculative")) {
+    loom::cli::SpeculativeBenchOptions sb;
+    sb.flags = df;
+    sb.gen_tokens = gen_tokens;
+    sb.reps = a.has("--reps") ? reps : 3;
+    sb.n_threads = static_cast<int>(a.integer("--threads", 0));
+    sb.json = a.has("--json");
+    sb.model_name = path.string();
+    const int64_t vocab = model->config().vocab_size;
+    if (model->tokenizer()) {
+      sb.prompt = model->tokenizer()->encode(a.text("--prompt", "Once upon a time"), true, false);
+    } else {
+      if (a.has("--prompt")) throw UsageError("--prompt needs a model with a tokenizer");
+      for (int i = 0; i < prompt_tokens; ++i) sb.prompt.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
+    }
+    if (sb.prompt.empty()) throw UsageError("--prompt encodes to no tokens");
+    loom::cli::speculative_bench(model, load_draft(df), sb, stdout);
+    return 0;
+  }
   if (a.has("--batch")) {
     bb.prompt_tokens = prompt_tokens;
     bb.gen_tokens = gen_tokens;
@@ -528,6 +600,14 @@ int cmd_bench(const Args& a) {
   return 0;
 }
 
+// Speculative decoding (run and bench).
+const FlagSpec kDraft{"--draft", Kind::text, "speculative decoding with this draft model (same vocabulary)", {}, "PATH"};
+const FlagSpec kDraftQuantize{"--draft-quantize", Kind::text, "speculative decoding with a copy of the model quantized in memory as the draft (q4_k, q8_0, gq4_32, ...)", {}, "TYPE"};
+const FlagSpec kLookup{"--lookup", Kind::integer, "speculative decoding by prompt lookup: draft what followed the last match of up to N tokens", {}, "N"};
+const FlagSpec kDraftMax{"--draft-max", Kind::integer, "drafted tokens per target pass at most, 1..64 (default 8)", {}, "K"};
+const FlagSpec kDraftFixed{"--draft-fixed", Kind::flag, "always draft --draft-max tokens (no adaptive length)"};
+const FlagSpec kDraftMinP{"--draft-min-p", Kind::number, "stop drafting when the draft model's best candidate is less likely than P (default 0)", {}, "P"};
+
 const FlagSpec kSystem{"--system", Kind::text, "system prompt (chat)", {}, "TEXT"};
 const FlagSpec kTemplate{"--template", Kind::text, "chat template file instead of the model's (chat)", {}, "FILE"};
 
@@ -566,7 +646,8 @@ std::vector<Command> commands() {
         {"--interactive", Kind::flag, "read prompts from the terminal, one conversation"},
         {"--chat", Kind::flag, "wrap the prompt in the model's chat template (one user turn)"},
         kSystem, kTemplate,
-        {"--parallel", Kind::integer, "answer many prompts together, N at a time on one batch (each --prompt, or each stdin line); output lines are prefixed [i]", {}, "N"}}),
+        {"--parallel", Kind::integer, "answer many prompts together, N at a time on one batch (each --prompt, or each stdin line); output lines are prefixed [i]", {}, "N"},
+        kDraft, kDraftQuantize, kLookup, kDraftMax, kDraftFixed, kDraftMinP}),
        cmd_run},
       {"chat", "[--model PATH] [--system TEXT] [--template FILE] [sampling flags]",
        "An interactive conversation through the model's chat template: each line is a user message,\n"
@@ -596,14 +677,20 @@ std::vector<Command> commands() {
        "Prints the ids and pieces of TEXT (the tokenizer alone is loaded, not the weights).",
        {kModel, {"--no-special", Kind::flag, "do not add BOS/EOS"}, {"--parse-special", Kind::flag, "special-token text becomes those tokens"}, kHelp},
        cmd_tokenize},
-      {"bench", "[--model PATH] [--prompt-tokens N] [--gen-tokens N] [--reps N] [--batch B,B,... [--json]]",
+      {"bench", "[--model PATH] [--prompt-tokens N] [--gen-tokens N] [--reps N] [--batch B,B,... [--json]]\n"
+                "       [--speculative (--draft PATH | --draft-quantize TYPE | --lookup N)... [--json]]",
        "Measures prefill and decode tokens/s (median of repetitions). With --batch, for each batch size\n"
        "B: B prompts prefilled on one batch, then greedy decode passes over all B; tokens/s are\n"
-       "aggregate over the batch.",
+       "aggregate over the batch. With --speculative, for each drafter given: greedy generation of\n"
+       "--gen-tokens, speculative and plain in the same run (the same tokens), with the acceptance\n"
+       "rate and tokens per target pass.",
        {kModel, kThreads, kDtype, {"--prompt-tokens", Kind::integer, "prompt length (default 128)", {}, "N"},
         {"--gen-tokens", Kind::integer, "decode steps (default 64)", {}, "N"}, {"--reps", Kind::integer, "repetitions (default 5)", {}, "N"},
         {"--batch", Kind::text, "batch sizes to measure, e.g. 1,2,4,8,16", {}, "B,B,..."},
-        {"--json", Kind::flag, "with --batch: one JSON object per line per batch size, nothing else on stdout"}, kHelp},
+        {"--json", Kind::flag, "with --batch or --speculative: one JSON object per line, nothing else on stdout"},
+        {"--speculative", Kind::flag, "speculative against plain greedy decoding of the same model, per drafter given (--draft, --draft-quantize, --lookup)"},
+        {"--prompt", Kind::text, "with --speculative: the prompt text (default \"Once upon a time\"; models without a tokenizer: --prompt-tokens generated ids)", {}, "TEXT"},
+        kDraft, kDraftQuantize, kLookup, kDraftMax, kDraftFixed, kDraftMinP, kHelp},
        cmd_bench},
       {"template", "--template FILE | --model PATH --messages FILE.json [--add-generation-prompt]",
        "Renders a chat template (a file, or the model's own) over a conversation, exactly as transformers' apply_chat_template does; prints the text with nothing added.",

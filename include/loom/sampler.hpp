@@ -100,6 +100,25 @@ class Sampler {
   // The candidates as they were just before the last pick (for inspection and tests).
   const CandidateList& last_candidates() const noexcept;
 
+  // ---- for speculative decoding (loom/speculative.hpp) ----
+  // The chain without the pick: what sample() would choose among for these logits and
+  // the current history, with p normalized over the remaining candidates. For a greedy
+  // sampler (temperature <= 0) p is the softmax after bias and penalties, and the pick is
+  // the candidate best() returns. Records nothing and draws nothing (a custom stage may
+  // still use the RNG). Borrowed: valid until the next distribution() or sample().
+  // normalize = false skips the softmax (a greedy caller needs only best()).
+  const CandidateList& distribution(std::span<const float> logits, bool normalize = true);
+  // The greedy pick of a list: the highest logit, ties to the lowest id.
+  static int32_t best(const CandidateList& candidates);
+  bool greedy() const noexcept;
+  // The RNG the picks draw from (speculative verification draws from it too, so one seed
+  // makes a whole speculative run reproducible).
+  Rng& rng() noexcept;
+  // The penalty history: its length, and forgetting what came after a length (drafted
+  // tokens that were tried and rejected).
+  size_t history_size() const noexcept;
+  void truncate_history(size_t size);
+
   struct Impl;
 
  private:

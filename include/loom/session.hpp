@@ -65,6 +65,10 @@ class Session {
   // Appends `tokens` at the current position. Throws Error(context_full) when they do
   // not fit, Error(invalid_argument) for an id outside the vocabulary.
   void prefill(std::span<const int32_t> tokens);
+  // The same, keeping logits after every one of these tokens (all_logits) or only after
+  // the last, whatever the session's option says: speculative verification scores a
+  // drafted run in one pass.
+  void prefill(std::span<const int32_t> tokens, bool all_logits);
   // Appends one token (decode).
   void step(int32_t token);
 
@@ -93,6 +97,9 @@ class Session {
   int64_t kv_cache_bytes() const noexcept;
   const Model& model() const noexcept;
   ThreadPool& pool() noexcept;
+  // The same pool as a shared handle, for another session that should share its threads
+  // (a speculative draft model runs between the target's passes, never beside them).
+  std::shared_ptr<ThreadPool> shared_pool() const noexcept;
 
   struct State;
 

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "loom/error.hpp"
+#include "runtime/token_stream.hpp"
 
 namespace loom {
 
@@ -76,18 +77,7 @@ GenerateResult generate_from_tokens(Session& session, Sampler& sampler, const To
   result.prompt_tokens = static_cast<int64_t>(prompt.size());
   for (int32_t t : prompt) sampler.accept(t);
 
-  // The decoder is a stream over the generated tokens only (the prompt is not echoed).
-  // shared_ptr aliasing without ownership: the caller keeps the tokenizer alive.
-  std::shared_ptr<const Tokenizer> tok(std::shared_ptr<const Tokenizer>(), &tokenizer);
-  Tokenizer::StreamDecoder decoder(tok, /*skip_special=*/true);
-  StopMatcher matcher(options.stop_strings);
-  bool stopped = false;
-  auto emit = [&](std::string_view text, int32_t token) {
-    if (text.empty()) return true;
-    result.text.append(text);
-    return !options.on_text || options.on_text(text, token);
-  };
-
+  runtime::TokenStream stream(&tokenizer, {}, options, result);
   auto t0 = Clock::now();
   session.prefill(prompt);
   result.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -95,20 +85,7 @@ GenerateResult generate_from_tokens(Session& session, Sampler& sampler, const To
   result.stop = StopReason::max_tokens;
   for (int32_t i = 0; i < options.max_tokens; ++i) {
     const int32_t token = sampler.sample(session.logits());
-    if (options.stop_at_eos && tokenizer.is_eos(token)) {
-      result.stop = StopReason::end_of_sequence;
-      break;
-    }
-    result.tokens.push_back(token);
-    const std::string safe = matcher.push(decoder.feed(token), stopped);
-    if (!emit(safe, token)) {
-      result.stop = StopReason::cancelled;
-      break;
-    }
-    if (stopped) {
-      result.stop = StopReason::stop_string;
-      break;
-    }
+    if (!stream.push(token)) break;
     if (i + 1 == options.max_tokens) break;
     if (session.position() >= session.context_length()) {
       result.stop = StopReason::context_full;
@@ -116,15 +93,7 @@ GenerateResult generate_from_tokens(Session& session, Sampler& sampler, const To
     }
     session.step(token);
   }
-  if (result.stop != StopReason::stop_string && result.stop != StopReason::cancelled) {
-    std::string tail = matcher.push(decoder.finish(), stopped);
-    if (stopped) {
-      result.stop = StopReason::stop_string;
-    } else {
-      tail += matcher.flush();
-    }
-    emit(tail, -1);
-  }
+  stream.finish();
   result.generate_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return result;
 }

@@ -82,6 +82,8 @@ Session::~Session() = default;
 
 void Session::prefill(std::span<const int32_t> tokens) { state_->run(tokens, state_->options.all_logits, false); }
 
+void Session::prefill(std::span<const int32_t> tokens, bool all_logits) { state_->run(tokens, all_logits, false); }
+
 void Session::step(int32_t token) {
   const int32_t one[1] = {token};
   state_->run(one, false, false);
@@ -176,6 +178,7 @@ int64_t Session::kv_cache_bytes() const noexcept { return state_->kv_pool->bytes
 
 const Model& Session::model() const noexcept { return *state_->model; }
 ThreadPool& Session::pool() noexcept { return state_->forward->pool(); }
+std::shared_ptr<ThreadPool> Session::shared_pool() const noexcept { return state_->forward->options().pool; }
 
 int64_t kv_cache_bytes_for(const ModelConfig& config, int64_t context_length, DType kv_dtype) {
   // Checked: a config's sizes come from a file, and the product must not wrap into a

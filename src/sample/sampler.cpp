@@ -272,8 +272,59 @@ void Sampler::add_stage(std::unique_ptr<SamplerStage> stage) {
   impl_->stages.push_back(std::move(stage));
 }
 
+namespace {
+
+// Every stage of the chain over `logits`, into `list` (the pick comes after).
+void run_chain(Sampler::Impl& s, std::span<const float> logits);
+
+}  // namespace
+
 int32_t Sampler::sample(std::span<const float> logits) {
   Impl& s = *impl_;
+  run_chain(s, logits);
+  auto& list = s.candidates;
+  int32_t token = 0;
+  if (s.params.temperature <= 0.0f) {
+    token = best(list);
+  } else {
+    list.normalize();
+    const double u = s.rng.next_double();
+    double cum = 0.0;
+    token = list.items.back().id;  // rounding can leave cum a hair under 1
+    for (const auto& c : list.items) {
+      cum += c.p;
+      if (u < cum) {
+        token = c.id;
+        break;
+      }
+    }
+  }
+  s.history.push_back(token);
+  return token;
+}
+
+const CandidateList& Sampler::distribution(std::span<const float> logits, bool normalize) {
+  run_chain(*impl_, logits);
+  if (normalize) impl_->candidates.normalize();
+  return impl_->candidates;
+}
+
+int32_t Sampler::best(const CandidateList& candidates) {
+  if (candidates.items.empty()) throw Error(ErrorCode::invalid_argument, "no candidates to pick from");
+  return std::min_element(candidates.items.begin(), candidates.items.end(), better)->id;
+}
+
+bool Sampler::greedy() const noexcept { return impl_->params.temperature <= 0.0f; }
+Rng& Sampler::rng() noexcept { return impl_->rng; }
+size_t Sampler::history_size() const noexcept { return impl_->history.size(); }
+
+void Sampler::truncate_history(size_t size) {
+  if (size < impl_->history.size()) impl_->history.resize(size);
+}
+
+namespace {
+
+void run_chain(Sampler::Impl& s, std::span<const float> logits) {
   if (logits.empty()) throw Error(ErrorCode::invalid_argument, "no logits to sample from");
   auto& list = s.candidates;
   list.items.resize(logits.size());
@@ -294,25 +345,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
                   "sampler stage '" + stage->name() + "' removed every candidate");
     }
   }
-  int32_t token = 0;
-  if (s.params.temperature <= 0.0f) {
-    token = std::min_element(list.items.begin(), list.items.end(), better)->id;
-  } else {
-    list.normalize();
-    const double u = s.rng.next_double();
-    double cum = 0.0;
-    token = list.items.back().id;  // rounding can leave cum a hair under 1
-    for (const auto& c : list.items) {
-      cum += c.p;
-      if (u < cum) {
-        token = c.id;
-        break;
-      }
-    }
-  }
-  s.history.push_back(token);
-  return token;
 }
+
+}  // namespace
 
 void Sampler::accept(int32_t token) { impl_->history.push_back(token); }
 

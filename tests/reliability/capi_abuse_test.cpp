@@ -522,3 +522,106 @@ TEST_CASE("C API abuse: the batch functions answer NULLs, unknown ids and odd si
     loom_batch_free(sized);
   }
 }
+
+// ---- speculative decoding ----
+
+namespace {
+int32_t draft_bad_id(void*, const int32_t*, size_t, int32_t* draft, size_t max_draft, size_t* n) {
+  for (size_t i = 0; i < max_draft; ++i) draft[i] = std::numeric_limits<int32_t>::max();
+  *n = max_draft;
+  return 0;
+}
+int32_t draft_too_many(void*, const int32_t*, size_t, int32_t*, size_t, size_t* n) {
+  *n = std::numeric_limits<size_t>::max();  // never allowed, never written past the buffer
+  return 0;
+}
+int32_t draft_leave_unset(void*, const int32_t*, size_t, int32_t*, size_t max_draft, size_t* n) {
+  *n = max_draft;  // claims tokens it did not write
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("C API abuse: the speculative functions answer NULLs, bad drafts and odd params with a status") {
+  Handles h;
+  constexpr loom_status kBad = LOOM_ERR_INVALID_ARGUMENT;
+  loom_drafter* lookup = nullptr;
+  REQUIRE(loom_drafter_create_lookup(0, 0, &lookup, nullptr) == LOOM_OK);
+  loom_drafter* bad_id = nullptr;
+  loom_drafter* too_many = nullptr;
+  loom_drafter* unset = nullptr;
+  REQUIRE(loom_drafter_create_callback("bad-id", draft_bad_id, nullptr, nullptr, &bad_id, nullptr) == LOOM_OK);
+  REQUIRE(loom_drafter_create_callback(nullptr, draft_too_many, nullptr, nullptr, &too_many, nullptr) == LOOM_OK);
+  REQUIRE(loom_drafter_create_callback("unset", draft_leave_unset, nullptr, nullptr, &unset, nullptr) == LOOM_OK);
+  loom_drafter* d = nullptr;
+  loom_model* copy = nullptr;
+  loom_generate_params gp;
+  loom_generate_params_init(&gp);
+  gp.max_tokens = 6;
+  loom_speculative_params fixed;
+  loom_speculative_params_init(&fixed);
+  fixed.adaptive = 0;
+  char buf[8];
+  size_t len = 0;
+
+  run_cases({
+      {"loom_drafter_create_model(NULL draft)", kBad, [&](loom_error** e) { return loom_drafter_create_model(nullptr, h.model, nullptr, &d, e); }},
+      {"loom_drafter_create_model(NULL target)", kBad, [&](loom_error** e) { return loom_drafter_create_model(h.model, nullptr, nullptr, &d, e); }},
+      {"loom_drafter_create_model(NULL out)", kBad, [&](loom_error** e) { return loom_drafter_create_model(h.model, h.model, nullptr, nullptr, e); }},
+      {"loom_drafter_create_model(kv dtype 99)", kBad, [&](loom_error** e) { loom_draft_model_params p; loom_draft_model_params_init(&p); p.kv_dtype = 99; return loom_drafter_create_model(h.model, h.model, &p, &d, e); }},
+      {"loom_drafter_create_model(context -1)", kBad, [&](loom_error** e) { loom_draft_model_params p; loom_draft_model_params_init(&p); p.context_length = -1; return loom_drafter_create_model(h.model, h.model, &p, &d, e); }},
+      {"loom_drafter_create_model(min_confidence NaN)", kBad, [&](loom_error** e) { loom_draft_model_params p; loom_draft_model_params_init(&p); p.min_confidence = std::numeric_limits<float>::quiet_NaN(); return loom_drafter_create_model(h.model, h.model, &p, &d, e); }},
+      {"loom_model_draft_copy(NULL target)", kBad, [&](loom_error** e) { return loom_model_draft_copy(nullptr, "q8_0", &copy, e); }},
+      {"loom_model_draft_copy(NULL dtype)", kBad, [&](loom_error** e) { return loom_model_draft_copy(h.model, nullptr, &copy, e); }},
+      {"loom_model_draft_copy(NULL out)", kBad, [&](loom_error** e) { return loom_model_draft_copy(h.model, "q8_0", nullptr, e); }},
+      {"loom_model_draft_copy(\"\")", kBad, [&](loom_error** e) { return loom_model_draft_copy(h.model, "", &copy, e); }},
+      {"loom_drafter_create_lookup(NULL out)", kBad, [&](loom_error** e) { return loom_drafter_create_lookup(3, 1, nullptr, e); }},
+      {"loom_drafter_create_lookup(-1, -1)", kBad, [&](loom_error** e) { return loom_drafter_create_lookup(-1, -1, &d, e); }},
+      {"loom_drafter_create_lookup(INT32_MAX, 1)", kBad, [&](loom_error** e) { return loom_drafter_create_lookup(std::numeric_limits<int32_t>::max(), 1, &d, e); }},
+      {"loom_drafter_create_callback(NULL fn)", kBad, [&](loom_error** e) { return loom_drafter_create_callback("x", nullptr, nullptr, nullptr, &d, e); }},
+      {"loom_drafter_create_callback(NULL out)", kBad, [&](loom_error** e) { return loom_drafter_create_callback("x", draft_bad_id, nullptr, nullptr, nullptr, e); }},
+      {"loom_drafter_warnings(NULL drafter)", kBad, [&](loom_error**) { return loom_drafter_warnings(nullptr, buf, sizeof buf, &len); }, false},
+      {"loom_drafter_warnings(NULL len)", kBad, [&](loom_error**) { return loom_drafter_warnings(lookup, buf, sizeof buf, nullptr); }, false},
+      {"loom_generate_speculative(NULL session)", kBad, [&](loom_error** e) { return loom_generate_speculative(nullptr, h.sampler, "ab", 2, &gp, lookup, nullptr, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(NULL sampler)", kBad, [&](loom_error** e) { return loom_generate_speculative(h.session, nullptr, "ab", 2, &gp, lookup, nullptr, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(NULL prompt, 2 bytes)", kBad, [&](loom_error** e) { return loom_generate_speculative(h.session, h.sampler, nullptr, 2, &gp, lookup, nullptr, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(k 0)", kBad, [&](loom_error** e) { loom_speculative_params p = fixed; p.max_draft = 0; return loom_generate_speculative(h.session, h.sampler, "ab", 2, &gp, lookup, &p, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(k INT32_MAX)", kBad, [&](loom_error** e) { loom_speculative_params p = fixed; p.max_draft = std::numeric_limits<int32_t>::max(); return loom_generate_speculative(h.session, h.sampler, "ab", 2, &gp, lookup, &p, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(smoothing NaN)", kBad, [&](loom_error** e) { loom_speculative_params p = fixed; p.smoothing = std::numeric_limits<float>::quiet_NaN(); return loom_generate_speculative(h.session, h.sampler, "ab", 2, &gp, lookup, &p, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(probe_interval 0)", kBad, [&](loom_error** e) { loom_speculative_params p; loom_speculative_params_init(&p); p.probe_interval = 0; return loom_generate_speculative(h.session, h.sampler, "ab", 2, &gp, lookup, &p, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(max_tokens -1)", kBad, [&](loom_error** e) { loom_generate_params g = gp; g.max_tokens = -1; return loom_generate_speculative(h.session, h.sampler, "ab", 2, &g, lookup, nullptr, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(drafter: INT32_MAX ids)", kBad, [&](loom_error** e) { return loom_generate_speculative(h.session, h.sampler, "ab", 2, &gp, bad_id, &fixed, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(drafter: SIZE_MAX tokens)", kBad, [&](loom_error** e) { return loom_generate_speculative(h.session, h.sampler, "ab", 2, &gp, too_many, &fixed, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(drafter: tokens not written)", kBad, [&](loom_error** e) { return loom_generate_speculative(h.session, h.sampler, "ab", 2, &gp, unset, &fixed, nullptr, nullptr, e); }},
+      {"loom_generate_speculative(NULL drafter: plain)", LOOM_OK, [&](loom_error** e) { return loom_generate_speculative(h.session, h.sampler, "ab", 2, &gp, nullptr, nullptr, nullptr, nullptr, e); }},
+  });
+  CHECK(d == nullptr);
+  CHECK(copy == nullptr);
+  loom_drafter_free(nullptr);
+
+  // Params and result structs of any size: the library reads and writes only what the
+  // caller's struct_size covers.
+  for (const uint32_t size : {0u, 1u, 3u, 4u, 8u, 4096u, 0xFFFFFFFFu}) {
+    INFO("struct_size " << size);
+    std::vector<unsigned char> storage(8192, 0);
+    auto* dp = reinterpret_cast<loom_draft_model_params*>(storage.data());
+    loom_draft_model_params_init(dp);
+    dp->struct_size = size;
+    loom_drafter* md = nullptr;
+    CHECK(loom_drafter_create_model(h.model, h.model, dp, &md, nullptr) == LOOM_OK);
+    auto* sp = reinterpret_cast<loom_speculative_params*>(storage.data());
+    std::memset(storage.data(), 0, storage.size());
+    loom_speculative_params_init(sp);
+    sp->struct_size = size;
+    std::vector<unsigned char> stats_storage(8192, 0xCD);
+    auto* st = reinterpret_cast<loom_speculative_stats*>(stats_storage.data());
+    st->struct_size = size;
+    CHECK(loom_generate_speculative(h.session, h.sampler, "abc", 3, &gp, md, sp, nullptr, st, nullptr) == LOOM_OK);
+    CHECK(st->struct_size == size);
+    CHECK(stats_storage[sizeof(loom_speculative_stats)] == 0xCD);
+    loom_drafter_free(md);
+  }
+  loom_drafter_free(lookup);
+  loom_drafter_free(bad_id);
+  loom_drafter_free(too_many);
+  loom_drafter_free(unset);
+}

@@ -597,3 +597,86 @@ TEST_CASE("cli: bad --parallel and --batch values are usage errors") {
   CHECK(none.code == 2);
   CHECK(contains(none.output, "--parallel needs prompts"));
 }
+
+// ---- speculative decoding: loom run --draft / --draft-quantize / --lookup, loom bench --speculative ----
+
+TEST_CASE("cli: run with --draft-quantize, --draft or --lookup prints exactly the plain greedy text") {
+  const std::string demo = std::string(LOOM_SOURCE_DIR) + "/examples/models/stories260K/stories260K.bin";
+  const std::string common = "run --no-report --threads 1 --temperature 0 --max-tokens 80 --prompt 'Once upon a time'";
+  const Run plain = loom_stdout(common);
+  REQUIRE(plain.code == 0);
+  REQUIRE(plain.output.size() > 40);
+  for (const std::string& flags : std::vector<std::string>{"--draft-quantize q8_0", "--lookup 3", "--draft " + quote(demo),
+                                  "--lookup 2 --draft-max 3 --draft-fixed", "--draft-quantize f16 --draft-min-p 0.3"}) {
+    INFO(flags);
+    const Run spec = loom_stdout(common + " " + flags);
+    REQUIRE(spec.code == 0);
+    CHECK(spec.output == plain.output);
+    const Run both = loom_cli(common + " " + flags);
+    CHECK(contains(both.output, "loom: speculative ("));
+    CHECK(contains(both.output, "tokens per pass"));
+  }
+}
+
+TEST_CASE("cli: bench --speculative --json prints one object per drafter and nothing else") {
+  const Run r = loom_stdout("bench --speculative --draft-quantize q8_0 --lookup 3 --gen-tokens 24 --reps 1 --threads 1 --json");
+  REQUIRE(r.code == 0);
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = r.output.find('\n', at)) != std::string::npos; at = nl + 1) {
+    lines.push_back(r.output.substr(at, nl - at));
+  }
+  REQUIRE(lines.size() == 2);
+  CHECK(r.output.back() == '\n');
+  simdjson::dom::parser parser;
+  const std::vector<std::string> modes{"draft-quantize", "lookup"};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    INFO(lines[i]);
+    simdjson::dom::element e;
+    REQUIRE(parser.parse(lines[i]).get(e) == simdjson::SUCCESS);
+    std::string_view mode;
+    REQUIRE(e["mode"].get(mode) == simdjson::SUCCESS);
+    CHECK(mode == modes[i]);
+    double tps = 0, plain = 0, acceptance = -1, per_pass = 0;
+    REQUIRE(e["tokens_per_s"].get(tps) == simdjson::SUCCESS);
+    REQUIRE(e["plain_tokens_per_s"].get(plain) == simdjson::SUCCESS);
+    REQUIRE(e["acceptance"].get(acceptance) == simdjson::SUCCESS);
+    REQUIRE(e["tokens_per_target_pass"].get(per_pass) == simdjson::SUCCESS);
+    CHECK(tps > 0);
+    CHECK(plain > 0);
+    CHECK(acceptance >= 0.0);
+    CHECK(acceptance <= 1.0);
+    CHECK(per_pass >= 1.0);
+    int64_t gen = 0;
+    REQUIRE(e["gen_tokens"].get(gen) == simdjson::SUCCESS);
+    CHECK(gen == 24);
+  }
+  // The text form: one line per drafter.
+  const Run text = loom_stdout("bench --speculative --lookup 2 --gen-tokens 8 --reps 1 --threads 1");
+  REQUIRE(text.code == 0);
+  CHECK(contains(text.output, "lookup"));
+  CHECK(contains(text.output, "tokens per target pass"));
+}
+
+TEST_CASE("cli: bad speculative flags are usage errors, a bad draft an error naming the problem") {
+  for (const std::string bad :
+       {"run --lookup 0 --prompt hi", "run --lookup 65 --prompt hi", "run --lookup 2 --draft-max 0 --prompt hi",
+        "run --lookup 2 --draft-max 65 --prompt hi", "run --draft-max 4 --prompt hi", "run --draft-fixed --prompt hi",
+        "run --lookup 2 --draft-min-p 2 --prompt hi", "run --lookup 2 --draft-quantize q8_0 --prompt hi",
+        "run --lookup 2 --parallel 2 --prompt hi", "run --lookup 2 --chat --prompt hi", "bench --lookup 2",
+        "bench --speculative", "bench --speculative --lookup 2 --batch 1", "bench --prompt hi"}) {
+    INFO(bad);
+    const Run r = loom_cli(bad + " < /dev/null");
+    CHECK(r.code == 2);
+  }
+  CHECK(contains(loom_cli("run --lookup 0 --prompt hi").output, "--lookup expects an n-gram size of 1 to 64, got 0"));
+  CHECK(contains(loom_cli("run --lookup 2 --draft-max 99 --prompt hi").output, "--draft-max expects 1 to 64"));
+  Run r = loom_cli("run --no-report --prompt hi --draft-quantize q9_z");
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "unknown dtype 'q9_z'"));
+  // The demo model of the fixture has another vocabulary than the built-in stories260K.
+  Fixture f;
+  r = loom_cli("run --no-report --prompt hi --draft " + quote(f.model.string()));
+  CHECK(r.code == 1);
+  CHECK(contains(r.output, "the draft model's vocabulary has"));
+  CHECK(contains(r.output, "the target's 512"));
+}

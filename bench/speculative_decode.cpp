@@ -1,0 +1,202 @@
+// Speculative against plain decoding of the same target in the same run, on generated
+// Llama-shaped models: tokens/s, the acceptance rate and target passes per token.
+//
+//   build/bench/loom_speculative_decode [--shape small|1b] [--rows f16-q4_k,f32-q8_0,f16-lookup]
+//                                       [--logits random,peaked] [--scale 25] [--prompt 64]
+//                                       [--gen 64] [--max-draft 8] [--fixed 0|1] [--reps 1]
+//                                       [--threads N] [--json 0|1]
+//
+// Rows: "TARGET-DRAFT" is a TARGET-dtype model with its DRAFT-dtype copy (quantized in
+// memory, loom::make_draft_copy) as the draft; "TARGET-lookup" drafts by prompt lookup.
+// Each row runs for each --logits variant: "random" weights give flat logits (the draft's
+// argmax often differs: low acceptance), "peaked" multiplies the output projection's
+// spread by --scale so the logits are peaked as a trained model's are (high acceptance).
+// The prompt is a random sequence said twice, so prompt lookup has text to copy; greedy
+// decoding of these models also falls into loops, which lookup drafts well.
+//
+// Each repetition generates --gen tokens greedily, plain (no drafter) then speculative,
+// from the same prompt through loom::speculative_generate_from_tokens; the tokens must be
+// identical (the run fails otherwise). Figures are medians over repetitions.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/json_writer.hpp"
+#include "loom/cpu.hpp"
+#include "loom/speculative.hpp"
+#include "loom/thread_pool.hpp"
+#include "synthetic_model.hpp"
+
+namespace {
+
+using loom::bench::median;
+using loom::bench::split;
+
+struct Row {
+  std::string name;
+  loom::DType target;
+  std::optional<loom::DType> draft;  // nullopt: prompt lookup
+};
+
+Row parse_row(const std::string& text) {
+  const auto dash = text.find('-');
+  if (dash == std::string::npos) throw std::invalid_argument("row '" + text + "' is not TARGET-DRAFT");
+  const auto target = loom::dtype_from_name(text.substr(0, dash));
+  const std::string d = text.substr(dash + 1);
+  if (!target) throw std::invalid_argument("unknown target dtype in row '" + text + "'");
+  if (d == "lookup") return {text, *target, std::nullopt};
+  const auto draft = loom::dtype_from_name(d);
+  if (!draft) throw std::invalid_argument("unknown draft dtype in row '" + text + "'");
+  return {text, *target, *draft};
+}
+
+struct Measured {
+  double seconds = 0.0;
+  loom::SpeculativeResult result;
+};
+
+Measured generate(loom::Session& session, const std::vector<int32_t>& prompt, loom::Drafter* drafter,
+                  const loom::SpeculativeParams& params, int gen) {
+  loom::SamplerParams sp;
+  sp.temperature = 0.0f;
+  loom::Sampler sampler(sp);
+  loom::GenerateOptions go;
+  go.max_tokens = gen;
+  go.stop_at_eos = false;
+  Measured m;
+  m.result = loom::speculative_generate_from_tokens(session, sampler, nullptr, prompt, drafter, params, go);
+  m.seconds = m.result.generation.generate_seconds;
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> args{{"--shape", "small"},  {"--rows", "f16-q4_k,f32-q8_0,f16-lookup"},
+                                          {"--logits", "random,peaked"}, {"--scale", "25"},
+                                          {"--prompt", "64"},     {"--gen", "64"},
+                                          {"--max-draft", "8"},   {"--fixed", "0"},
+                                          {"--reps", "1"},        {"--threads", "0"},
+                                          {"--json", "0"}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!args.count(argv[i])) {
+      std::fprintf(stderr,
+                   "unknown flag %s (expected --shape --rows --logits --scale --prompt --gen --max-draft --fixed --reps "
+                   "--threads --json)\n",
+                   argv[i]);
+      return 2;
+    }
+    args[argv[i]] = argv[i + 1];
+  }
+  std::vector<Row> rows;
+  try {
+    for (const auto& r : split(args["--rows"])) rows.push_back(parse_row(r));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+  const auto config = loom::bench::shape_config(args["--shape"]);
+  const int prompt_len = std::stoi(args["--prompt"]);
+  const int gen = std::stoi(args["--gen"]);
+  const int reps = std::stoi(args["--reps"]);
+  const float scale = std::stof(args["--scale"]);
+  const bool json = args["--json"] == "1";
+  loom::SpeculativeParams params;
+  params.max_draft = std::stoi(args["--max-draft"]);
+  params.adaptive = args["--fixed"] != "1";
+  if (prompt_len < 1 || gen < 2 || reps < 1 || params.max_draft < 1 || params.max_draft > 64) {
+    std::fprintf(stderr, "--prompt and --reps must be positive, --gen at least 2, --max-draft 1..64\n");
+    return 2;
+  }
+  auto pool = std::make_shared<loom::ThreadPool>(std::stoi(args["--threads"]));
+  // A random half, said twice: the second half copies the first.
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < prompt_len; ++i) {
+    const int j = i < (prompt_len + 1) / 2 ? i : i - (prompt_len + 1) / 2;
+    prompt.push_back(static_cast<int32_t>((j * 7919 + 13) % config.vocab_size));
+  }
+  if (!json) {
+    std::printf("machine: isa %s, %d thread(s)\n", std::string(loom::isa_name(loom::active_isa())).c_str(),
+                pool->size());
+    std::printf("model: %s shape, hidden %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld\n",
+                args["--shape"].c_str(), static_cast<long long>(config.hidden_size),
+                static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads),
+                static_cast<long long>(config.n_kv_heads), static_cast<long long>(config.intermediate_size),
+                static_cast<long long>(config.vocab_size));
+    std::printf("greedy, %d-token prompt, %d tokens, k <= %d (%s), median of %d reps\n", prompt_len, gen,
+                params.max_draft, params.adaptive ? "adaptive" : "fixed", reps);
+    std::printf("%-12s %-7s %10s %10s %8s %11s %13s %13s\n", "row", "logits", "spec t/s", "plain t/s", "speedup",
+                "acceptance", "passes/token", "tokens/pass");
+  }
+  for (const auto& variant : split(args["--logits"])) {
+    if (variant != "random" && variant != "peaked") {
+      std::fprintf(stderr, "--logits takes random and/or peaked, got %s\n", variant.c_str());
+      return 2;
+    }
+    std::map<loom::DType, std::shared_ptr<const loom::Model>> targets;  // built once per variant
+    for (const auto& row : rows) {
+      auto& target = targets[row.target];
+      if (!target) target = loom::bench::synthetic_model(config, row.target, variant == "peaked" ? scale : 1.0f);
+      std::unique_ptr<loom::Drafter> drafter;
+      if (row.draft) {
+        drafter = loom::make_model_drafter(loom::make_draft_copy(*target, *row.draft), *target);
+      } else {
+        drafter = loom::make_lookup_drafter();
+      }
+      loom::SessionOptions so;
+      so.pool = pool;
+      so.context_length = prompt_len + gen + 1;
+      loom::Session session(target, so);
+      std::vector<double> plain_s, spec_s;
+      loom::SpeculativeResult last;
+      for (int r = 0; r < reps; ++r) {
+        const Measured plain = generate(session, prompt, nullptr, params, gen);
+        const Measured spec = generate(session, prompt, drafter.get(), params, gen);
+        if (spec.result.generation.tokens != plain.result.generation.tokens) {
+          std::fprintf(stderr, "%s (%s): speculative greedy output differs from plain decoding\n", row.name.c_str(),
+                       variant.c_str());
+          return 1;
+        }
+        plain_s.push_back(plain.seconds);
+        spec_s.push_back(spec.seconds);
+        last = spec.result;
+      }
+      const double n = static_cast<double>(last.generation.tokens.size());
+      const double tps = n / median(spec_s);
+      const double plain_tps = n / median(plain_s);
+      const double passes_per_token = static_cast<double>(last.stats.target_passes) / n;
+      if (json) {
+        loom::JsonWriter w(false);
+        w.begin_object()
+            .field("mode", row.draft ? "draft-quantize" : "lookup")
+            .field("row", row.name)
+            .field("logits", variant)
+            .field("shape", args["--shape"])
+            .field("threads", pool->size())
+            .field("gen_tokens", static_cast<int64_t>(n))
+            .field("max_draft", params.max_draft)
+            .field("adaptive", params.adaptive)
+            .field("tokens_per_s", tps)
+            .field("plain_tokens_per_s", plain_tps)
+            .field("speedup", tps / plain_tps)
+            .field("acceptance", last.stats.acceptance())
+            .field("drafted", last.stats.drafted)
+            .field("target_passes_per_token", passes_per_token)
+            .field("tokens_per_target_pass", last.tokens_per_target_pass())
+            .end_object();
+        std::printf("%s\n", w.str().c_str());
+      } else {
+        std::printf("%-12s %-7s %10.2f %10.2f %7.2fx %10.1f%% %13.3f %13.2f\n", row.name.c_str(), variant.c_str(), tps,
+                    plain_tps, tps / plain_tps, 100.0 * last.stats.acceptance(), passes_per_token,
+                    last.tokens_per_target_pass());
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,75 @@
+// The quantized copy of a target as its speculative draft (loom/speculative.hpp): every
+// projection and embedding matrix converted to the draft's dtype in memory, the rest
+// (norms, biases, config, tokenizer) shared with the target.
+#include <string>
+
+#include "loom/convert.hpp"
+#include "loom/error.hpp"
+#include "loom/speculative.hpp"
+#include "model/weight_slots.hpp"
+#include "tensor/quant/quant.hpp"
+
+namespace loom {
+
+namespace {
+
+// `t` in `dtype`; a matrix whose rows are not whole blocks of a block type stays as it is
+// (as loom convert --quantize does).
+Tensor converted(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  const auto n = static_cast<size_t>(t.numel());
+  if (is_quantized(dtype)) {
+    if (t.shape().row_length() % dtype_traits(dtype).block_elems != 0) return t;
+    Tensor out = Tensor::empty(t.shape(), dtype);
+    if (is_quantized(t.dtype())) {  // re-quantizing: through f32
+      std::vector<float> values(n);
+      convert(t.dtype(), t.raw_data(), DType::f32, values.data(), n);
+      quant::quantize(dtype, values.data(), out.mutable_raw_data(), n);
+    } else {
+      quant::quantize_from(t.dtype(), t.raw_data(), dtype, out.mutable_raw_data(), n);
+    }
+    return out;
+  }
+  Tensor out = Tensor::empty(t.shape(), dtype);
+  convert(t.dtype(), t.raw_data(), dtype, out.mutable_raw_data(), n);
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
+  if (!is_quantized(dtype) && dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
+    throw Error(ErrorCode::invalid_argument,
+                "a draft copy needs a weight dtype (f32, f16, bf16 or a quantized type), got " +
+                    std::string(dtype_name(dtype)));
+  }
+  if (is_quantized(dtype) && !quant::can_quantize(dtype)) {
+    throw Error(ErrorCode::unsupported, "loom cannot quantize to " + std::string(dtype_name(dtype)));
+  }
+  const ModelConfig& c = target.config();
+  ModelWeights w = target.weights();  // shares every tensor; the matrices are replaced below
+  const Tensor embd_before = w.token_embd;
+  for (const auto& slot : slots::all_slots()) {
+    if (slot.role == slots::Role::vector || !slot.needed(c)) continue;
+    const int64_t layers = slot.per_layer ? c.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      Tensor& t = slots::tensor_of(w, slot, l);
+      if (!t.defined()) continue;
+      // A tied output keeps sharing the (converted) embedding.
+      if (slot.name == "output" && t.raw_data() == embd_before.raw_data()) continue;
+      t = converted(t, dtype);
+    }
+  }
+  if (w.output.defined() && w.output.raw_data() == embd_before.raw_data()) w.output = w.token_embd;
+  return std::make_shared<const Model>(c, std::move(w), target.tokenizer(), nullptr, target.generation_defaults());
+}
+
+std::shared_ptr<const Model> load_draft_copy(const std::filesystem::path& target_path, DType dtype, LoadOptions load) {
+  if (!is_quantized(dtype)) {
+    load.target_dtype = dtype;
+    return load_model(target_path, load);
+  }
+  return make_draft_copy(*load_model(target_path, load), dtype);
+}
+
+}  // namespace loom
