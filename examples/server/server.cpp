@@ -682,13 +682,19 @@ std::string Server::Impl::metrics() const {
   metric("loom_process_resident_memory_bytes", "gauge", "Resident set size of the process.", std::to_string(rss_bytes()));
   metric("loom_uptime_seconds", "gauge", "Seconds since the server was made.",
          num(std::chrono::duration<double>(Clock::now() - started).count()));
-  const LoadReport& lr = *model->load_report();
+  // The load report's summary (a model built in memory has none).
+  const std::shared_ptr<const LoadReport>& lr = model->load_report();
+  auto label = [](const std::string& v) {
+    const std::string quoted = JsonWriter::escape(v);  // Prometheus label values escape as JSON strings do
+    return quoted.substr(1, quoted.size() - 2);
+  };
   metric("loom_model_info", "gauge", "The model served (load report summary).", "1",
-         "{name=\"" + JsonWriter::escape(options.model_name).substr(1, JsonWriter::escape(options.model_name).size() - 2) +
-             "\",architecture=\"" + lr.architecture + "\",format=\"" + lr.format + "\",tensors=\"" +
-             std::to_string(lr.loaded_tensors) + "\",zero_copy=\"" + std::to_string(lr.zero_copy_tensors) + "\"}");
+         "{name=\"" + label(options.model_name) + "\",architecture=\"" + label(model->config().architecture) +
+             "\",format=\"" + label(lr ? lr->format : "memory") + "\",tensors=\"" +
+             std::to_string(lr ? lr->loaded_tensors : 0) + "\",zero_copy=\"" +
+             std::to_string(lr ? lr->zero_copy_tensors : 0) + "\"}");
   metric("loom_model_weight_bytes", "gauge", "Bytes of weights.", std::to_string(model->weight_bytes()));
-  metric("loom_model_load_seconds", "gauge", "Seconds the load took.", num(lr.load_seconds));
+  metric("loom_model_load_seconds", "gauge", "Seconds the load took.", num(lr ? lr->load_seconds : 0.0));
   metric("loom_context_length", "gauge", "Tokens per sequence.", std::to_string(scheduler->context_length()));
   metric("loom_parallel_sequences", "gauge", "Sequences decoded together at most.", std::to_string(scheduler->max_sequences()));
   return out;
