@@ -265,9 +265,10 @@ void Scheduler::run() {
       }
     }
   };
-  auto fail_job = [&](JobState& job, const ApiError& error) {
-    drop_sequences(job);
-    end_job(job, error_event(error));
+  // By value: dropping the job's sequences may drop the last other reference to it.
+  auto fail_job = [&](std::shared_ptr<JobState> job, const ApiError& error) {
+    drop_sequences(*job);
+    end_job(*job, error_event(error));
   };
   auto finish = [&](SeqId id, Live& q, FinishReason reason, bool stop_string) {
     JobState& job = *q.job;
@@ -398,7 +399,7 @@ void Scheduler::run() {
         } catch (const Error& err) {
           batch.remove(id);
           if (err.code() == ErrorCode::kv_pool_full && !s.live.empty()) return;  // wait for blocks
-          fail_job(*job, invalid_request(std::string("the prompt cannot be served: ") + err.what(), "prompt"));
+          fail_job(job, invalid_request(std::string("the prompt cannot be served: ") + err.what(), "prompt"));
           break;
         }
         Live& q = s.live.try_emplace(id, job, static_cast<int64_t>(job->next_prompt) * n, tok).first->second;
@@ -440,8 +441,8 @@ void Scheduler::run() {
       }
     }
     if (cancel) {
-      for (auto& job : cancelled_queue) fail_job(*job, cancel_error);
-      while (!s.live.empty()) fail_job(*s.live.begin()->second.job, cancel_error);
+      for (auto& job : cancelled_queue) fail_job(job, cancel_error);
+      while (!s.live.empty()) fail_job(s.live.begin()->second.job, cancel_error);
       publish();
       std::lock_guard lock(s.mutex);
       s.cancel_pending = false;
@@ -453,7 +454,7 @@ void Scheduler::run() {
       if (it->second.job->channel->cancelled()) {
         std::shared_ptr<JobState> job = it->second.job;
         ++s.cancelled;
-        fail_job(*job, server_error(499, "the client closed the request"));
+        fail_job(job, server_error(499, "the client closed the request"));
         it = s.live.begin();
       } else {
         ++it;
@@ -482,12 +483,12 @@ void Scheduler::run() {
         try {
           step(ready[i], q);
         } catch (const Error& err) {
-          fail_job(*job, server_error(500, std::string("generation failed: ") + err.what()));
+          fail_job(job, server_error(500, std::string("generation failed: ") + err.what()));
         }
       }
     } catch (const Error& err) {
       // A failed pass changes nothing; every running job gets the error rather than a hang.
-      while (!s.live.empty()) fail_job(*s.live.begin()->second.job, server_error(500, std::string("decode failed: ") + err.what()));
+      while (!s.live.empty()) fail_job(s.live.begin()->second.job, server_error(500, std::string("decode failed: ") + err.what()));
     }
     s.busy_us += std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
     publish();
@@ -500,8 +501,8 @@ void Scheduler::run() {
     std::lock_guard lock(s.mutex);
     left.swap(s.queue);
   }
-  for (auto& job : left) fail_job(*job, gone);
-  while (!s.live.empty()) fail_job(*s.live.begin()->second.job, gone);
+  for (auto& job : left) fail_job(job, gone);
+  while (!s.live.empty()) fail_job(s.live.begin()->second.job, gone);
   std::lock_guard lock(s.mutex);
   s.is_idle = true;
   s.idle.notify_all();

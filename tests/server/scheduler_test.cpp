@@ -236,3 +236,31 @@ TEST_CASE("scheduler: embeddings equal Session::embed with mean pooling, normali
   for (size_t i = 0; i < 2; ++i) CHECK(got[i] == session.embed(job.inputs[i], loom::Pooling::mean, true));
   CHECK(prompt_tokens == static_cast<int64_t>(job.inputs[0].size() + job.inputs[1].size()));
 }
+
+TEST_CASE("scheduler: a small KV pool makes jobs wait for blocks, and each still equals its lone run") {
+  s::SchedulerOptions so;
+  so.parallel = 4;
+  so.pool_tokens = 96;  // 6 blocks of 16: room for about two of these at once
+  s::Scheduler sch(demo(), so);
+  const std::vector<std::string> prompts{"Once upon a time", "The cat", "One day", "A big dog", "The sun"};
+  std::vector<std::shared_ptr<s::Channel>> channels;
+  s::Scheduler::Admission a{};
+  for (const auto& p : prompts) channels.push_back(sch.submit(greedy_job(p, 20), a));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    INFO(prompts[i]);
+    const Outcome o = collect(*channels[i], 1);
+    REQUIRE(o.status == 0);
+    const loom::GenerateResult alone = lone_run(prompts[i], 20);
+    // A choice that cannot grow in a full pool ends early with "length": its text is then
+    // a prefix of the lone run's.
+    CHECK(alone.text.rfind(o.texts[0], 0) == 0);
+  }
+  CHECK(sch.wait_idle(5s));
+  CHECK(sch.stats().blocks_used == 0);
+  // A prompt larger than the whole pool fails at once instead of waiting forever.
+  s::GenerationJob big;
+  big.prompts.push_back(std::vector<int32_t>(200, 403));
+  big.max_tokens = 4;
+  const Outcome o = collect(*sch.submit(big, a), 1);
+  CHECK(o.status == 400);
+}
