@@ -701,11 +701,15 @@ std::string Server::Impl::metrics() const {
 }
 
 void block_shutdown_signals() {
+  // A shell starts background jobs with SIGINT ignored, and an ignored signal never
+  // reaches sigwait(): take the default disposition back (blocked, so it cannot kill us).
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
 }
 
