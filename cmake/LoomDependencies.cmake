@@ -18,3 +18,13 @@ endif()
 if(LOOM_BUILD_BENCH)
   find_package(benchmark REQUIRED)
 endif()
+# cpp-httplib (Debian's libcpp-httplib-dev, as llama.cpp's server uses it) for `loom serve`
+# (examples/server). Debian ships it compiled, with TLS and compression built in: its
+# pkg-config flags (CPPHTTPLIB_OPENSSL_SUPPORT, ...) change the layout of httplib's
+# structs, so they must be used as given. Absent: loom builds without the server.
+if(LOOM_BUILD_EXAMPLES)
+  pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
+  if(NOT HTTPLIB_FOUND)
+    message(STATUS "cpp-httplib not found (apt-get install libcpp-httplib-dev): `loom serve` is not built")
+  endif()
+endif()

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache git python3
   libeigen3-dev libsimdjson-dev libspdlog-dev libfmt-dev catch2 libbenchmark-dev
-  libpcre2-dev libutf8proc-dev
+  libpcre2-dev libutf8proc-dev libcpp-httplib-dev
 )
 if [[ "${1:-}" == "--with-fuzz" ]]; then
   packages+=(clang libclang-rt-14-dev llvm)

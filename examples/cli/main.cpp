@@ -35,6 +35,9 @@
 #include "parallel_run.hpp"
 #include "speculative_cli.hpp"
 #include "progress.hpp"
+#ifdef LOOM_HAVE_SERVER
+#include "serve_command.hpp"
+#endif
 #include "trace_forward.hpp"
 
 namespace fs = std::filesystem;
@@ -608,6 +611,57 @@ const FlagSpec kDraftMax{"--draft-max", Kind::integer, "drafted tokens per targe
 const FlagSpec kDraftFixed{"--draft-fixed", Kind::flag, "always draft --draft-max tokens (no adaptive length)"};
 const FlagSpec kDraftMinP{"--draft-min-p", Kind::number, "stop drafting when the draft model's best candidate is less likely than P (default 0)", {}, "P"};
 
+// ---- serve: the OpenAI-compatible HTTP server (examples/server, docs/server.md) ----
+
+#ifdef LOOM_HAVE_SERVER
+int cmd_serve(const Args& a) {
+  // Flags are checked before the (long) load; signals are blocked before any thread starts.
+  loom::cli::ServeCommandOptions o;
+  o.host = a.text("--host", "127.0.0.1");
+  const int64_t port = a.integer("--port", 8080);
+  if (port < 0 || port > 65535) throw UsageError("--port expects 0 to 65535, got " + a.text("--port"));
+  o.port = static_cast<int>(port);
+  o.parallel = a.integer("--parallel", 4);
+  if (o.parallel < 1 || o.parallel > 1024) throw UsageError("--parallel expects 1 to 1024 sequences, got " + a.text("--parallel"));
+  o.context_length = a.integer("--ctx", 0);
+  if (o.context_length < 0) throw UsageError("--ctx must not be negative");
+  if (a.has("--kv-pool")) {
+    try {
+      loom::cli::parse_kv_pool(a.text("--kv-pool"), o.kv_pool_tokens, o.kv_pool_bytes);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  o.queue = a.integer("--queue", 64);
+  if (o.queue < 1) throw UsageError("--queue must be at least 1");
+  o.n_threads = static_cast<int>(a.integer("--threads", 0));
+  o.api_key = a.text("--api-key");
+  if (o.api_key.empty()) {
+    if (const char* k = std::getenv("LOOM_API_KEY"); k) o.api_key = k;
+  }
+  o.max_body_bytes = a.integer("--max-body", 1 << 20);
+  if (o.max_body_bytes < 1024) throw UsageError("--max-body must be at least 1024 bytes");
+  o.drain_seconds = a.number("--drain-timeout", 10.0);
+  o.access_log = !a.has("--quiet");
+  if (a.has("--chat-template")) {
+    o.chat_template = read_whole_file(a.text("--chat-template"));
+    o.chat_template_name = a.text("--chat-template");
+  }
+  loom::cli::prepare_serve_signals();
+  fs::path path = a.text("--model");
+  if (path.empty()) {
+    path = builtin_model();
+    std::fprintf(stderr, "loom: no --model given: serving the built-in demo model, stories260K, from %s\n", path.c_str());
+  }
+  o.model_name = a.text("--alias", path.filename().string());
+  loom::LoadOptions lo;
+  lo.target_dtype = dtype_flag(a);
+  auto model = load_with_progress(path, lo);
+  if (!a.has("--no-report")) std::fprintf(stderr, "%s", model->load_report()->to_text(false).c_str());
+  return loom::cli::serve(model, o);
+}
+#endif
+
 const FlagSpec kSystem{"--system", Kind::text, "system prompt (chat)", {}, "TEXT"};
 const FlagSpec kTemplate{"--template", Kind::text, "chat template file instead of the model's (chat)", {}, "FILE"};
 
@@ -700,6 +754,28 @@ std::vector<Command> commands() {
         {"--bos-token", Kind::text, "bos_token text (default: the model's)", {}, "T"},
         {"--eos-token", Kind::text, "eos_token text (default: the model's)", {}, "T"}, kHelp},
        cmd_template},
+#ifdef LOOM_HAVE_SERVER
+      {"serve", "[--model PATH] [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--kv-pool SIZE] [--api-key KEY]",
+       "An OpenAI-compatible HTTP server (docs/server.md): /v1/completions, /v1/chat/completions (streaming\n"
+       "or not), /v1/embeddings, /v1/models, /health, /metrics. Requests share one batch, --parallel\n"
+       "sequences at a time. Port 0 picks a free port; the address is printed on stdout. SIGINT or\n"
+       "SIGTERM stop it gracefully (running requests may finish for --drain-timeout seconds).",
+       {kModel,
+        {"--host", Kind::text, "address to bind (default 127.0.0.1: this machine only)", {}, "ADDR"},
+        {"--port", Kind::integer, "port (default 8080; 0: any free port)", {}, "N"},
+        {"--parallel", Kind::integer, "sequences decoded together (default 4); also the most choices (n) a request may ask", {}, "N"},
+        {"--ctx", Kind::integer, "context length per sequence (default: the model's, at most 4096)", {}, "N"},
+        {"--kv-pool", Kind::text, "KV pool size: tokens (4096) or bytes (512M, 2G); default: parallel full contexts", {}, "SIZE"},
+        {"--queue", Kind::integer, "requests waiting at most; more get 429 (default 64)", {}, "N"},
+        {"--api-key", Kind::text, "require 'Authorization: Bearer KEY' (default: $LOOM_API_KEY, else none)", {}, "KEY"},
+        {"--alias", Kind::text, "model name in /v1/models and responses (default: the file name)", {}, "NAME"},
+        {"--chat-template", Kind::text, "chat template file instead of the model's", {}, "FILE"},
+        {"--max-body", Kind::integer, "largest request body in bytes (default 1048576)", {}, "BYTES"},
+        {"--drain-timeout", Kind::number, "seconds running requests may finish at shutdown (default 10)", {}, "S"},
+        {"--quiet", Kind::flag, "no access log"},
+        kThreads, kDtype, {"--no-report", Kind::flag, "do not print the load report"}, kHelp},
+       cmd_serve},
+#endif
   };
 }
 

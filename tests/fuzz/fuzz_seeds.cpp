@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy", "config_json",
-                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c", "chat_template", "batch"}) {
+                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c", "chat_template", "batch", "server_request"}) {
     fs::create_directories(out / h);
   }
   const fs::path tmp = out / "tmp";
@@ -307,6 +307,29 @@ int main(int argc, char** argv) {
         {"errors", {0, 0, 0, 1, 255, 0, 1, 0, 1, 0, 0, 5, 7, 6, 255, 4, 0, 99, 0, 0, 0, 0, 0, 7, 1}},
     };
     for (const auto& [name, bytes] : programs) write(out / "batch" / name, std::vector<char>(bytes.begin(), bytes.end()));
+  }
+
+  // server_request: endpoint byte (0 completions, 1 chat, 2 embeddings), the
+  // Authorization header, '\n', the body.
+  {
+    const std::pair<const char*, std::string> requests[] = {
+        {"completion", std::string("\0", 1) + "Bearer sk-fuzz\n" +
+                           R"({"model": "m", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.7,)"
+                           R"( "top_p": 0.9, "n": 2, "stop": ["\n", "The end"], "seed": 42, "logprobs": 2,)"
+                           R"( "presence_penalty": 0.5, "frequency_penalty": 0.1, "logit_bias": {"2": -100},)"
+                           R"( "stream": true, "stream_options": {"include_usage": true}, "user": "x"})"},
+        {"completion_tokens", std::string("\0", 1) + "\n" + R"({"prompt": [[1, 403, 407], [1, 2]], "max_tokens": 4.0})"},
+        {"chat", "\x01" "Bearer wrong\n" +
+                     std::string(R"({"model": "m", "messages": [{"role": "system", "content": "Be brief."},)"
+                                 R"( {"role": "user", "content": [{"type": "text", "text": "Hi \u00e9"}]},)"
+                                 R"( {"role": "assistant", "content": null}, {"role": "developer", "content": "x"}],)"
+                                 R"( "max_completion_tokens": 8, "logprobs": true, "top_logprobs": 3, "tools": []})")},
+        {"chat_errors", "\x01\n" + std::string(R"({"messages": [{"role": "robot", "content": 5}], "n": -1, "top_p": "x"})")},
+        {"embeddings", "\x02" "Bearer sk-fuzz\n" + std::string(R"({"input": ["a", "b"], "encoding_format": "base64"})")},
+        {"embedding_tokens", "\x02\n" + std::string(R"({"input": [1, 2, 3], "model": null})")},
+        {"not_json", std::string("\0", 1) + "\n{\"prompt\": \"\xff\", "},
+    };
+    for (const auto& [name, bytes] : requests) write(out / "server_request" / name, std::string_view(bytes));
   }
 
   fs::remove_all(tmp);
