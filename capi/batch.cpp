@@ -76,13 +76,7 @@ LOOM_API loom_status loom_batch_create(const loom_model* model, const loom_batch
     o.block_tokens = p.block_tokens;
     o.pool_tokens = p.pool_tokens;
     o.pool_bytes = p.pool_bytes;
-    if (p.kv_dtype == LOOM_DTYPE_F32) {
-      o.kv_dtype = loom::DType::f32;
-    } else if (p.kv_dtype == LOOM_DTYPE_F16) {
-      o.kv_dtype = loom::DType::f16;
-    } else {
-      throw loom::Error(loom::ErrorCode::invalid_argument, "kv_dtype must be LOOM_DTYPE_F32 or LOOM_DTYPE_F16");
-    }
+    o.kv_dtype = loom::capi::kv_dtype_from_c(p.kv_dtype);
     o.token_budget = p.token_budget;
     o.n_threads = p.n_threads;
     auto handle = std::make_unique<loom_batch>();

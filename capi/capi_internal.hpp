@@ -108,6 +108,14 @@ inline void require(const void* p, const char* what) {
   if (p == nullptr) throw Error(ErrorCode::invalid_argument, std::string(what) + " is NULL");
 }
 
+// The KV cache entry type a params struct names (LOOM_DTYPE_F32 or LOOM_DTYPE_F16);
+// anything else is Error(invalid_argument).
+inline DType kv_dtype_from_c(int32_t kv_dtype) {
+  if (kv_dtype == LOOM_DTYPE_F32) return DType::f32;
+  if (kv_dtype == LOOM_DTYPE_F16) return DType::f16;
+  throw Error(ErrorCode::invalid_argument, "kv_dtype must be LOOM_DTYPE_F32 or LOOM_DTYPE_F16");
+}
+
 // Copies `data` into a caller buffer; `needed` gets the full size. Returns
 // LOOM_ERR_BUFFER_TOO_SMALL (through an Error) when it does not fit.
 void copy_out_string(const std::string& data, char* buf, size_t cap, size_t* len);

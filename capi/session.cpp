@@ -46,13 +46,7 @@ LOOM_API loom_status loom_session_create(const loom_model* model, const loom_ses
     o.context_length = p.context_length;
     if (p.n_threads < 0) throw loom::Error(loom::ErrorCode::invalid_argument, "n_threads is negative");
     o.n_threads = p.n_threads;
-    if (p.kv_dtype == LOOM_DTYPE_F32) {
-      o.kv_dtype = loom::DType::f32;
-    } else if (p.kv_dtype == LOOM_DTYPE_F16) {
-      o.kv_dtype = loom::DType::f16;
-    } else {
-      throw loom::Error(loom::ErrorCode::invalid_argument, "kv_dtype must be LOOM_DTYPE_F32 or LOOM_DTYPE_F16");
-    }
+    o.kv_dtype = loom::capi::kv_dtype_from_c(p.kv_dtype);
     o.all_logits = p.all_logits != 0;
     if (p.trace != nullptr) o.trace = c_trace(p.trace, p.trace_user);
     auto handle = std::make_unique<loom_session>();

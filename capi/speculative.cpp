@@ -59,13 +59,7 @@ LOOM_API loom_status loom_drafter_create_model(const loom_model* draft, const lo
     if (p.context_length < 0) throw loom::Error(loom::ErrorCode::invalid_argument, "context_length is negative");
     loom::DraftModelOptions o;
     o.context_length = p.context_length;
-    if (p.kv_dtype == LOOM_DTYPE_F32) {
-      o.kv_dtype = loom::DType::f32;
-    } else if (p.kv_dtype == LOOM_DTYPE_F16) {
-      o.kv_dtype = loom::DType::f16;
-    } else {
-      throw loom::Error(loom::ErrorCode::invalid_argument, "kv_dtype must be LOOM_DTYPE_F32 or LOOM_DTYPE_F16");
-    }
+    o.kv_dtype = loom::capi::kv_dtype_from_c(p.kv_dtype);
     o.min_confidence = p.min_confidence;
     auto handle = std::make_unique<loom_drafter>();
     handle->drafter = loom::make_model_drafter(draft->model, *target->model, o);

@@ -11,24 +11,12 @@
 #include <string>
 #include <thread>
 
+#include "tools/cli_run.hpp"
+
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string output;
-};
-
-Run loom_cli(const std::string& args) {
-  const std::string cmd = std::string("'") + LOOM_CLI_PATH + "' " + args + " 2>&1";
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Run = loom::test::CliRun;
+using loom::test::loom_cli;
 
 }  // namespace
 

@@ -15,35 +15,16 @@
 #include "loom/tokenizer.hpp"
 #include "loom/trace.hpp"
 #include "support/test_support.hpp"
+#include "tools/cli_run.hpp"
 
 namespace fs = std::filesystem;
 namespace t = loom::test;
 
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Run {
-  int code = -1;
-  std::string output;
-};
-
-// `redirect` decides which streams come back ("2>&1", "2>/dev/null", "2>&1 >/dev/null").
-Run loom_cli(const std::string& args, const std::string& env, const std::string& redirect) {
-  const std::string cmd = env + " " + quote(LOOM_CLI_PATH) + " " + args + " " + redirect;
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Run = t::CliRun;
+using t::loom_cli;
+using t::quote;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
