@@ -613,8 +613,8 @@ LOOM_API loom_status loom_batch_sample(loom_batch *batch, loom_seq_id seq, loom_
  * than the count fails with LOOM_ERR_BUFFER_TOO_SMALL and *n set, nothing drawn.
  * Refused before anything is drawn: a removed sequence, no room for one more position
  * with feed_back (LOOM_ERR_CONTEXT_FULL / LOOM_ERR_KV_POOL_FULL naming the sequence). A
- * sampler that fails (non-finite logits, a host stage) stops the call before anything is
- * fed; the samplers that drew before it keep their token in their history. */
+ * sampler that fails (non-finite logits, a host stage), or with feed_back picks an id
+ * outside the vocabulary, stops the call before anything is fed; the samplers that drew before it keep their token in their history. */
 typedef loom_sampler *(*loom_batch_sampler_fn)(void *user, loom_seq_id seq);
 LOOM_API loom_status loom_batch_sample_ready(loom_batch *batch, loom_batch_sampler_fn sampler_of, void *user,
                                              int32_t feed_back, loom_seq_id *ids, int32_t *tokens, size_t cap,

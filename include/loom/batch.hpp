@@ -130,8 +130,9 @@ class Batch {
   // and has readable logits, and with feed_back every sequence has room for one more
   // position, in its context and in the pool together (Error(context_full) /
   // Error(kv_pool_full) naming the sequence). A sampler that throws (non-finite logits,
-  // a host stage) stops the call before anything is fed; the samplers that drew before
-  // it keep their token in their history.
+  // a host stage) or, with feed_back, picks an id outside the vocabulary (a host stage)
+  // stops the call before anything is fed; the samplers that drew before it keep their
+  // token in their history.
   std::vector<SampledToken> sample_ready(std::span<const SeqId> ready,
                                          const std::function<Sampler*(SeqId)>& sampler_of,
                                          bool feed_back = false);

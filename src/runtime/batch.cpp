@@ -207,6 +207,15 @@ std::vector<SampledToken> Batch::sample_ready(std::span<const SeqId> ready,
     }
   }
   if (feed_back) {
+    // A host stage may pick any id: refuse before feeding anything, so no feed fails midway.
+    const int64_t vocab = s.cfg().vocab_size;
+    for (const auto& t : out) {
+      if (t.token < 0 || t.token >= vocab) {
+        throw Error(ErrorCode::invalid_argument, seq_name(t.seq) + ": the sampler picked token id " +
+                                                     std::to_string(t.token) + ", outside the vocabulary (0.." +
+                                                     std::to_string(vocab - 1) + "); nothing was fed");
+      }
+    }
     for (const auto& t : out) feed(t.seq, std::span<const int32_t>(&t.token, 1));
   }
   return out;

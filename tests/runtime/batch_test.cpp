@@ -453,3 +453,30 @@ TEST_CASE("batch: sample_ready refuses before drawing: unknown, repeated or pend
   CHECK_THROWS_WITH(batch.sample_ready(std::vector<SeqId>{b}, of, true), Catch::Contains("context length"));
   CHECK(batch.pending(b) == 0);
 }
+
+TEST_CASE("batch: sample_ready feeds nothing when a host stage picks an id outside the vocabulary") {
+  auto model = model_of(loom::DType::f32);
+  BatchOptions o;
+  o.n_threads = 1;
+  o.context_length = 16;
+  Batch batch(model, o);
+  const SeqId a = batch.add();
+  const SeqId b = batch.add();
+  batch.feed(a, std::vector<int32_t>{1, 2, 3});
+  batch.feed(b, std::vector<int32_t>{4, 5});
+  const auto pass = batch.decode();
+  REQUIRE(pass.ready.size() == 2);
+  loom::SamplerParams sp;
+  sp.temperature = 0.0f;
+  loom::Sampler good(sp), bad(sp);
+  // A stage that leaves one candidate with an id past the vocabulary.
+  bad.add_stage(loom::make_stage("out of range", [](loom::CandidateList& c, loom::SamplerContext&) {
+    c.items.resize(1);
+    c.items[0].id = 1 << 20;
+  }));
+  auto of = [&](SeqId id) -> loom::Sampler* { return id == a ? &good : &bad; };
+  CHECK_THROWS_WITH(batch.sample_ready(pass.ready, of, true), Catch::Contains("outside the vocabulary"));
+  CHECK(batch.pending(a) == 0);  // a drew first, but nothing was fed
+  CHECK(batch.pending(b) == 0);
+  CHECK(batch.logit_rows(a) == 1);  // its logits are still readable
+}
