@@ -8,7 +8,15 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache git python3
   libeigen3-dev libsimdjson-dev libspdlog-dev libfmt-dev catch2 libbenchmark-dev
   libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+  curl  # the loom serve tests read SSE framing and /health through it
 )
+# The loom serve tests drive the server with the official `openai` npm client (pinned in
+# tests/server/node/package-lock.json, installed by `npm ci` at test time). Node.js comes
+# from Debian unless the machine already has a node (e.g. NodeSource's, whose nodejs
+# package conflicts with Debian's npm).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 if [[ "${1:-}" == "--with-fuzz" ]]; then
   packages+=(clang libclang-rt-14-dev llvm)
 fi
