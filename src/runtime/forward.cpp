@@ -177,35 +177,31 @@ void Forward::attention(int64_t layer, const Rows& rows) {
       const float* qv = q_.data() + t * c.q_dim() + head * hd;
       float* out = attn_.data() + t * c.q_dim() + head * hd;
       const int64_t n_keys = p - first + 1;
-      // Keys in position order, block by block (each block's keys are contiguous).
-      for (int64_t j = first; j <= p;) {
-        const int32_t block = kv.blocks()[static_cast<size_t>(j / bt)];
-        const int64_t slot0 = j % bt;
-        const int64_t stop = std::min(p + 1, j - slot0 + bt);
-        const int64_t base = kv_.offset(block, layer, 0, g, slot0);
-        for (int64_t jj = j; jj < stop; ++jj) {
-          const int64_t at = base + (jj - j) * hd;
-          const float* key = f16 ? row.data() : kv_.f32(at);
-          if (f16) f16_to_f32(kv_.f16(at), row.data(), static_cast<size_t>(hd));
-          scores[static_cast<size_t>(jj - first)] = kernels::dot(qv, key, hd) * scale;
+      // Cached vectors of `kind` (0 keys, 1 values) for positions first..p in order,
+      // block by block (each block's positions are contiguous), widened from f16 into
+      // `row` where the cache is f16.
+      auto each_cached = [&](int64_t kind, auto&& use) {
+        for (int64_t j = first; j <= p;) {
+          const int32_t block = kv.blocks()[static_cast<size_t>(j / bt)];
+          const int64_t slot0 = j % bt;
+          const int64_t stop = std::min(p + 1, j - slot0 + bt);
+          const int64_t base = kv_.offset(block, layer, kind, g, slot0);
+          for (int64_t jj = j; jj < stop; ++jj) {
+            const int64_t at = base + (jj - j) * hd;
+            if (f16) f16_to_f32(kv_.f16(at), row.data(), static_cast<size_t>(hd));
+            use(jj - first, f16 ? row.data() : kv_.f32(at));
+          }
+          j = stop;
         }
-        j = stop;
-      }
+      };
+      each_cached(0, [&](int64_t i, const float* key) {
+        scores[static_cast<size_t>(i)] = kernels::dot(qv, key, hd) * scale;
+      });
       kernels::softmax(scores.data(), n_keys);
       std::fill(out, out + hd, 0.0f);
-      for (int64_t j = first; j <= p;) {
-        const int32_t block = kv.blocks()[static_cast<size_t>(j / bt)];
-        const int64_t slot0 = j % bt;
-        const int64_t stop = std::min(p + 1, j - slot0 + bt);
-        const int64_t base = kv_.offset(block, layer, 1, g, slot0);
-        for (int64_t jj = j; jj < stop; ++jj) {
-          const int64_t at = base + (jj - j) * hd;
-          const float* val = f16 ? row.data() : kv_.f32(at);
-          if (f16) f16_to_f32(kv_.f16(at), row.data(), static_cast<size_t>(hd));
-          kernels::axpy(scores[static_cast<size_t>(jj - first)], val, out, hd);
-        }
-        j = stop;
-      }
+      each_cached(1, [&](int64_t i, const float* val) {
+        kernels::axpy(scores[static_cast<size_t>(i)], val, out, hd);
+      });
     }
   });
 }
