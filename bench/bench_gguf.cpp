@@ -17,28 +17,28 @@
 #include "loom/format.hpp"
 #include "loom/tokenizer.hpp"
 #include "synthetic_model.hpp"
+#include "tokenizer/tokenizer_impl.hpp"
 
 namespace {
 
 std::shared_ptr<const loom::Tokenizer> synthetic_vocab(int64_t vocab_size) {
   using MV = loom::MetaValue;
-  enum : int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6 };
   std::vector<MV> tokens, scores, types;
   auto add = [&](std::string text, double score, int64_t type) {
     tokens.push_back(MV::of_string(std::move(text)));
     scores.push_back(MV::of_float(score, MV::Type::f32));
     types.push_back(MV::of_int(type, MV::Type::i32));
   };
-  add("<unk>", 0.0, kUnknown);
-  add("<s>", 0.0, kControl);
-  add("</s>", 0.0, kControl);
+  add("<unk>", 0.0, loom::tok::type_unknown);
+  add("<s>", 0.0, loom::tok::type_control);
+  add("</s>", 0.0, loom::tok::type_control);
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
-    add(name, 0.0, kByte);
+    add(name, 0.0, loom::tok::type_byte);
   }
   for (int64_t i = static_cast<int64_t>(tokens.size()); i < vocab_size; ++i) {
-    add("\xE2\x96\x81t" + std::to_string(i), -static_cast<double>(i), kNormal);
+    add("\xE2\x96\x81t" + std::to_string(i), -static_cast<double>(i), loom::tok::type_normal);
   }
   loom::Metadata md;
   md.set("tokenizer.ggml.model", MV::of_string("llama"));

@@ -15,16 +15,6 @@ namespace loom::tok {
 
 namespace {
 
-// GGUF token types (llama.cpp's llama_token_type).
-enum GgufTokenType : int64_t {
-  gguf_normal = 1,
-  gguf_unknown = 2,
-  gguf_control = 3,
-  gguf_user_defined = 4,
-  gguf_unused = 5,
-  gguf_byte = 6,
-};
-
 // ---- Pre-tokenizer regex lists, by `tokenizer.ggml.pre` (llama.cpp's llm_tokenizer_bpe) ----
 // Each list is applied in order; every regex splits each piece into its matches and the
 // text between them (HF "Isolated"). The contraction alternatives are written out as
@@ -168,7 +158,7 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
   impl->texts.resize(n);
   impl->attrs.assign(n, 0);
   std::vector<float> score_values(n, 0.0f);
-  std::vector<int64_t> type_values(n, gguf_normal);
+  std::vector<int64_t> type_values(n, tok::type_normal);
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
     std::string text = r.guarded("tokenizer.ggml.tokens", [&] { return (*tokens)[i].as_string(); });
@@ -204,11 +194,11 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
     const auto id = static_cast<int32_t>(i);
     const int64_t type = type_values[i];
     // llama.cpp promotes end-of-turn texts (<|im_end|>, </s>, ...) to control tokens.
-    const bool control = type == gguf_control || type == gguf_unknown || is_end_of_turn_text(impl->texts[i]);
-    if (type == gguf_byte) impl->attrs[i] |= attr_byte;
+    const bool control = type == tok::type_control || type == tok::type_unknown || is_end_of_turn_text(impl->texts[i]);
+    if (type == tok::type_byte) impl->attrs[i] |= attr_byte;
     if (control) impl->attrs[i] |= attr_special;
-    if (type == gguf_user_defined) impl->attrs[i] |= attr_added;
-    if (!control && type != gguf_user_defined) continue;
+    if (type == tok::type_user_defined) impl->attrs[i] |= attr_added;
+    if (!control && type != tok::type_user_defined) continue;
     AddedToken a;
     a.id = id;
     a.content = impl->texts[i];

@@ -20,12 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// GGUF / SentencePiece token types.
-constexpr int64_t kNormal = 1;
-constexpr int64_t kUnknown = 2;
-constexpr int64_t kControl = 3;
-constexpr int64_t kByte = 6;
-
 constexpr int64_t kMaxTokenLength = int64_t{1} << 20;
 constexpr size_t kMaxTokens = size_t{1} << 24;
 
@@ -37,9 +31,9 @@ struct Special {
   const char* id_key;
 };
 constexpr Special kSpecials[] = {
-    {"<unk>", "<unk>", kUnknown, "tokenizer.ggml.unknown_token_id"},
-    {"\n<s>\n", "<s>", kControl, "tokenizer.ggml.bos_token_id"},
-    {"\n</s>\n", "</s>", kControl, "tokenizer.ggml.eos_token_id"},
+    {"<unk>", "<unk>", tok::type_unknown, "tokenizer.ggml.unknown_token_id"},
+    {"\n<s>\n", "<s>", tok::type_control, "tokenizer.ggml.bos_token_id"},
+    {"\n</s>\n", "</s>", tok::type_control, "tokenizer.ggml.eos_token_id"},
 };
 
 bool is_byte_token(std::string_view t) noexcept {
@@ -110,9 +104,9 @@ Metadata llama2c_vocab_metadata(std::string_view bytes, const std::string& path)
              len_at);
     }
     std::string text(r.take(static_cast<size_t>(length)));
-    int64_t type = is_byte_token(text) ? kByte : kNormal;
+    int64_t type = is_byte_token(text) ? tok::type_byte : tok::type_normal;
     const auto id = static_cast<uint64_t>(tokens.size());
-    if (type == kNormal) {
+    if (type == tok::type_normal) {
       for (const Special& s : kSpecials) {
         if (text != s.stored) continue;
         text = std::string(s.text);
@@ -120,7 +114,7 @@ Metadata llama2c_vocab_metadata(std::string_view bytes, const std::string& path)
         if (!md.contains(s.id_key)) md.set(s.id_key, MetaValue::of_uint(id, T::u32));
       }
     }
-    if (type == kNormal) {
+    if (type == tok::type_normal) {
       // SentencePiece pieces never hold a plain space: each one is a stored '▁'.
       std::string piece;
       for (char c : text) {

@@ -20,12 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// GGUF / SentencePiece token types (the numbering is the same in both).
-constexpr int64_t kNormal = 1;
-constexpr int64_t kControl = 3;
-constexpr int64_t kUserDefined = 4;
-constexpr int64_t kUnused = 5;
-
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::io, "cannot open file", {.file = path.string()});
@@ -100,7 +94,7 @@ class ProtoReader {
 struct SpPiece {
   std::string text;
   float score = 0.0f;
-  int64_t type = kNormal;
+  int64_t type = tok::type_normal;
 };
 
 struct SpModel {
@@ -262,19 +256,19 @@ Metadata sentencepiece_metadata(const fs::path& dir, std::vector<std::string>& w
   for (const auto& t : side.added) {
     if (t.id < static_cast<int64_t>(pieces.size())) {
       if (t.special && pieces[static_cast<size_t>(t.id)].text == t.content) {
-        pieces[static_cast<size_t>(t.id)].type = kControl;
+        pieces[static_cast<size_t>(t.id)].type = tok::type_control;
       }
       continue;
     }
     if (t.id > (int64_t{1} << 24)) throw Error(ErrorCode::format, "added token id out of range", {.file = (dir / "tokenizer_config.json").string()});
     while (static_cast<int64_t>(pieces.size()) < t.id) {
-      pieces.push_back({"[PAD" + std::to_string(pieces.size()) + "]", -1000.0f, kUnused});
+      pieces.push_back({"[PAD" + std::to_string(pieces.size()) + "]", -1000.0f, tok::type_unused});
     }
-    pieces.push_back({t.content, 0.0f, t.special ? kControl : kUserDefined});
+    pieces.push_back({t.content, 0.0f, t.special ? tok::type_control : tok::type_user_defined});
   }
   if (side.vocab_size && *side.vocab_size <= (int64_t{1} << 24)) {
     while (static_cast<int64_t>(pieces.size()) < *side.vocab_size) {
-      pieces.push_back({"[PAD" + std::to_string(pieces.size()) + "]", -1000.0f, kUnused});
+      pieces.push_back({"[PAD" + std::to_string(pieces.size()) + "]", -1000.0f, tok::type_unused});
     }
   }
   auto id_of = [&](const std::string& text, int64_t fallback) -> int64_t {

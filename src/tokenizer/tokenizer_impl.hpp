@@ -25,6 +25,17 @@ namespace loom {
 namespace tok {
 inline constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // ▁ U+2581
 
+// Token types as GGUF's tokenizer.ggml.token_type (llama.cpp's llama_token_type) and
+// SentencePiece's model proto number them.
+enum TokenType : int64_t {
+  type_normal = 1,
+  type_unknown = 2,
+  type_control = 3,
+  type_user_defined = 4,
+  type_unused = 5,
+  type_byte = 6,
+};
+
 enum TokenAttr : uint8_t {
   attr_special = 1,      // control / special added token
   attr_added = 2,        // an added token (matched before the model)
