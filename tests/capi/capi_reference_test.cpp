@@ -9,23 +9,14 @@
 
 #include "loom.h"
 #include "support/reference_data.hpp"
+#include "capi/capi_support.hpp"
 #include "support/test_support.hpp"
 
 namespace t = loom::test;
 
 namespace {
-loom_model* load_quiet(const std::string& path) {
-  loom_load_params p;
-  loom_load_params_init(&p);
-  p.log_level = LOOM_LOG_OFF;
-  loom_model* m = nullptr;
-  loom_error* err = nullptr;
-  const loom_status s = loom_model_load(path.c_str(), &p, &m, &err);
-  INFO(path << ": " << (err ? loom_error_message(err) : ""));
-  loom_error_free(err);
-  REQUIRE(s == LOOM_OK);
-  return m;
-}
+using loom::test::load_quiet;
+
 }  // namespace
 
 TEST_CASE("C API reference: stories260K greedy generation equals llama2.c's 200 tokens and text") {

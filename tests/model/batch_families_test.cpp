@@ -31,13 +31,8 @@ namespace {
 using Tokens = std::vector<int32_t>;
 using Row = std::vector<float>;
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-int32_t greedy(std::span<const float> l) {
-  return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-}
+using loom::test::same_bits;
+using loom::test::greedy_token;
 
 // Logits after each token, fed one at a time to a fresh single-threaded session.
 std::vector<Row> alone(const std::shared_ptr<const loom::Model>& model, const Tokens& tokens, int64_t context) {
@@ -116,7 +111,7 @@ void check_model(const std::shared_ptr<const loom::Model>& model, const std::str
     }
     drain(batch, tracks);
     for (int step = 0; step < 4; ++step) {
-      for (auto& [id, tr] : tracks) feed(batch, tracks, id, {greedy(batch.logits(id))});
+      for (auto& [id, tr] : tracks) feed(batch, tracks, id, {greedy_token(batch.logits(id))});
       drain(batch, tracks);
     }
     // Fork sequence 3 (14 tokens: three full blocks shared), roll the parent back into a
@@ -138,10 +133,10 @@ void check_model(const std::shared_ptr<const loom::Model>& model, const std::str
     feed(batch, tracks, parent, random_tokens(rng, 5, vocab));
     feed(batch, tracks, child, random_tokens(rng, 3, vocab));
     feed(batch, tracks, 6, random_tokens(rng, 2, vocab));
-    feed(batch, tracks, 0, {greedy(batch.logits(0))});
+    feed(batch, tracks, 0, {greedy_token(batch.logits(0))});
     drain(batch, tracks);
     for (int step = 0; step < 2; ++step) {
-      for (auto& [id, tr] : tracks) feed(batch, tracks, id, {greedy(batch.logits(id))});
+      for (auto& [id, tr] : tracks) feed(batch, tracks, id, {greedy_token(batch.logits(id))});
       drain(batch, tracks);
     }
 
@@ -241,7 +236,7 @@ TEST_CASE("batch families: stories260K greedy runs in a batch equal the lone run
     for (SeqId id : pass.ready) {
       const size_t i = static_cast<size_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
       if (generated[i].size() >= steps) continue;
-      const int32_t next = greedy(batch.logits(id));
+      const int32_t next = greedy_token(batch.logits(id));
       generated[i].push_back(next);
       if (generated[i].size() < steps) batch.feed(id, std::span<const int32_t>(&next, 1));
     }
@@ -257,7 +252,7 @@ TEST_CASE("batch families: stories260K greedy runs in a batch equal the lone run
     s.prefill(prompts[i]);
     Tokens lone;
     for (size_t k = 0; k < steps; ++k) {
-      lone.push_back(greedy(s.logits()));
+      lone.push_back(greedy_token(s.logits()));
       if (k + 1 < steps) s.step(lone.back());
     }
     CHECK(generated[i] == lone);

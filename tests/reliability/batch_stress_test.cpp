@@ -17,6 +17,7 @@
 #include "loom/batch.hpp"
 #include "loom/error.hpp"
 #include "loom/session.hpp"
+#include "support/test_support.hpp"
 #include "support/tiny_model.hpp"
 
 namespace {
@@ -27,13 +28,8 @@ using loom::SeqId;
 using Tokens = std::vector<int32_t>;
 using Row = std::vector<float>;
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-int32_t greedy(std::span<const float> l) {
-  return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-}
+using loom::test::same_bits;
+using loom::test::greedy_token;
 
 const std::shared_ptr<const loom::Model>& shared_model() {
   static const auto model = [] {
@@ -68,7 +64,7 @@ Greedy greedy_alone(const Tokens& prompt, int steps) {
   Greedy g{prompt, {}, {}};
   s.prefill(prompt);
   for (int k = 0; k < steps; ++k) {
-    g.continuation.push_back(greedy(s.logits()));
+    g.continuation.push_back(greedy_token(s.logits()));
     s.step(g.continuation.back());
   }
   g.last.assign(s.logits().begin(), s.logits().end());
@@ -108,7 +104,7 @@ std::vector<Greedy> greedy_batched(const std::vector<Tokens>& prompts, int steps
         g.last.assign(l.begin(), l.end());
         continue;
       }
-      g.continuation.push_back(greedy(l));
+      g.continuation.push_back(greedy_token(l));
       batch.feed(id, std::span<const int32_t>(&g.continuation.back(), 1));
     }
   }
@@ -215,7 +211,7 @@ TEST_CASE("batch faults: a pool exhausted mid-generation is recovered by remove 
   for (int step = 0; step < 40 && !fed.empty(); ++step) {
     for (auto it = fed.begin(); it != fed.end();) {
       const SeqId id = it->first;
-      const int32_t next = greedy(batch.logits(id));
+      const int32_t next = greedy_token(batch.logits(id));
       const auto before = batch.stats();
       try {
         batch.feed(id, std::span<const int32_t>(&next, 1));

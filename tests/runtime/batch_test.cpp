@@ -11,6 +11,7 @@
 #include "loom/batch.hpp"
 #include "loom/error.hpp"
 #include "loom/session.hpp"
+#include "support/test_support.hpp"
 #include "support/tiny_model.hpp"
 
 namespace {
@@ -25,10 +26,7 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t vocab) 
   return t;
 }
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
+using loom::test::same_bits;
 // Logits after each token of `tokens`, fed one at a time to a fresh session.
 std::vector<std::vector<float>> alone(const std::shared_ptr<const loom::Model>& model,
                                       std::span<const int32_t> tokens, int threads) {

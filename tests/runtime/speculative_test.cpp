@@ -30,10 +30,7 @@ using Tokens = std::vector<int32_t>;
 
 namespace {
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
+using loom::test::same_bits;
 std::shared_ptr<const loom::Model> tiny(uint32_t seed, float std = 0.08f, int64_t vocab = 0) {
   auto cfg = t::tiny_llama_config();
   if (vocab > 0) cfg.vocab_size = vocab;

@@ -1,5 +1,7 @@
 #include "support/test_support.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <unistd.h>
 
 #include <atomic>
@@ -71,6 +73,14 @@ LoadOptions quiet_load_options() {
   LoadOptions o;
   o.logger = Logger::silent();
   return o;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+int32_t greedy_token(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
 }  // namespace loom::test

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ std::optional<std::filesystem::path> reference_dir(std::string* why = nullptr);
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path);
 void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8_t>& bytes);
 std::string read_file_text(const std::filesystem::path& path);
+
+// The same floats, bit for bit (the batch-invariance tests compare logits this way).
+bool same_bits(std::span<const float> a, std::span<const float> b);
+// The greedy pick: the index of the largest logit (the first of equal ones).
+int32_t greedy_token(std::span<const float> logits);
 
 // Load options with the logger silenced: tests assert on results, not on log lines.
 LoadOptions quiet_load_options();

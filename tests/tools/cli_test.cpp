@@ -281,16 +281,15 @@ TEST_CASE("cli: run takes max_new_tokens and do_sample from generation_config.js
 
 namespace {
 // stdout alone, byte for byte (stderr dropped), and the exit code.
-Run loom_stdout(const std::string& args) {
-  const std::string cmd = quote(LOOM_CLI_PATH) + " " + args + " 2>/dev/null";
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+Run loom_stdout(const std::string& args) { return loom_cli(args, "", "2>/dev/null"); }
+
+// The newline-terminated lines of `text` (a last line without a newline is dropped).
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
+    lines.push_back(text.substr(at, nl - at));
+  }
+  return lines;
 }
 
 void write_text(const fs::path& p, const std::string& text) {
@@ -526,10 +525,7 @@ TEST_CASE("cli: run --parallel samples sequence i with seed + i and honours stop
 TEST_CASE("cli: bench --batch prints one JSON object per batch size and nothing else") {
   const Run r = loom_stdout("bench --batch 1,2 --prompt-tokens 8 --gen-tokens 4 --reps 1 --threads 1 --json");
   REQUIRE(r.code == 0);
-  std::vector<std::string> lines;
-  for (size_t at = 0, nl; (nl = r.output.find('\n', at)) != std::string::npos; at = nl + 1) {
-    lines.push_back(r.output.substr(at, nl - at));
-  }
+  const std::vector<std::string> lines = lines_of(r.output);
   REQUIRE(lines.size() == 2);
   CHECK(r.output.back() == '\n');
   simdjson::dom::parser parser;
@@ -603,10 +599,7 @@ TEST_CASE("cli: run with --draft-quantize, --draft or --lookup prints exactly th
 TEST_CASE("cli: bench --speculative --json prints one object per drafter and nothing else") {
   const Run r = loom_stdout("bench --speculative --draft-quantize q8_0 --lookup 3 --gen-tokens 24 --reps 1 --threads 1 --json");
   REQUIRE(r.code == 0);
-  std::vector<std::string> lines;
-  for (size_t at = 0, nl; (nl = r.output.find('\n', at)) != std::string::npos; at = nl + 1) {
-    lines.push_back(r.output.substr(at, nl - at));
-  }
+  const std::vector<std::string> lines = lines_of(r.output);
   REQUIRE(lines.size() == 2);
   CHECK(r.output.back() == '\n');
   simdjson::dom::parser parser;
