@@ -110,6 +110,9 @@ class Sampler {
   const CandidateList& distribution(std::span<const float> logits, bool normalize = true);
   // The greedy pick of a list: the highest logit, ties to the lowest id.
   static int32_t best(const CandidateList& candidates);
+  // The sampled pick of a normalized list: one uniform draw from `rng` against the
+  // cumulative probabilities in list order (what sample() does at temperature > 0).
+  static int32_t draw(const CandidateList& candidates, Rng& rng);
   bool greedy() const noexcept;
   // The RNG the picks draw from (speculative verification draws from it too, so one seed
   // makes a whole speculative run reproducible).

@@ -13,7 +13,6 @@
 
 #include "loom/error.hpp"
 #include "runtime/draft_length.hpp"
-#include "runtime/speculative_internal.hpp"
 #include "runtime/token_stream.hpp"
 
 namespace loom {
@@ -86,7 +85,7 @@ int32_t draw_residual(const CandidateList& p, const std::vector<float>* q, int32
   };
   double sum = 0.0;
   for (const auto& c : p.items) sum += residual(c);
-  if (!(sum > 0.0)) return runtime::draw(p, rng);
+  if (!(sum > 0.0)) return Sampler::draw(p, rng);
   const double u = rng.next_double() * sum;
   double cum = 0.0;
   int32_t last = -1;
@@ -211,7 +210,7 @@ SpeculativeResult speculative_generate_from_tokens(Session& session, Sampler& sa
       for (int32_t i = 0; i <= d && next < 0; ++i) {
         const CandidateList& p = sampler.distribution(session.logits_at(i), /*normalize=*/!greedy);
         if (i == d) {
-          next = greedy ? Sampler::best(p) : runtime::draw(p, sampler.rng());
+          next = greedy ? Sampler::best(p) : Sampler::draw(p, sampler.rng());
           break;
         }
         const int32_t x = draft.tokens[static_cast<size_t>(i)];

@@ -8,7 +8,6 @@
 #include "loom/error.hpp"
 #include "loom/speculative.hpp"
 #include "loom/tokenizer.hpp"
-#include "runtime/speculative_internal.hpp"
 
 namespace loom {
 
@@ -126,7 +125,7 @@ class ModelDrafter final : public Drafter {
         for (const auto& c : q.items) top = std::max(top, c.p);
         if (top < options_.min_confidence) break;
       }
-      const int32_t token = greedy ? Sampler::best(q) : runtime::draw(q, sampler.rng());
+      const int32_t token = greedy ? Sampler::best(q) : Sampler::draw(q, sampler.rng());
       if (token < 0 || token >= vocab) break;  // a custom stage's id: nothing to draft on
       if (!greedy) {
         std::vector<float> dense(static_cast<size_t>(vocab), 0.0f);

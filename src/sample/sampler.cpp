@@ -288,16 +288,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     token = best(list);
   } else {
     list.normalize();
-    const double u = s.rng.next_double();
-    double cum = 0.0;
-    token = list.items.back().id;  // rounding can leave cum a hair under 1
-    for (const auto& c : list.items) {
-      cum += c.p;
-      if (u < cum) {
-        token = c.id;
-        break;
-      }
-    }
+    token = draw(list, s.rng);
   }
   s.history.push_back(token);
   return token;
@@ -312,6 +303,17 @@ const CandidateList& Sampler::distribution(std::span<const float> logits, bool n
 int32_t Sampler::best(const CandidateList& candidates) {
   if (candidates.items.empty()) throw Error(ErrorCode::invalid_argument, "no candidates to pick from");
   return std::min_element(candidates.items.begin(), candidates.items.end(), better)->id;
+}
+
+int32_t Sampler::draw(const CandidateList& candidates, Rng& rng) {
+  if (candidates.items.empty()) throw Error(ErrorCode::invalid_argument, "no candidates to pick from");
+  const double u = rng.next_double();
+  double cum = 0.0;
+  for (const auto& c : candidates.items) {
+    cum += c.p;
+    if (u < cum) return c.id;
+  }
+  return candidates.items.back().id;  // rounding can leave cum a hair under 1
 }
 
 bool Sampler::greedy() const noexcept { return impl_->params.temperature <= 0.0f; }
