@@ -249,8 +249,10 @@ LOOM_API loom_status loom_batch_sample_ready(loom_batch* batch, loom_batch_sampl
                         "room for " + std::to_string(cap) + " sampled tokens, " + std::to_string(chosen.size()) +
                             " sequences to sample");
     }
-    require(ids, "sequence id output");
-    require(tokens, "token output");
+    if (!chosen.empty()) {
+      require(ids, "sequence id output");
+      require(tokens, "token output");
+    }
     auto of = [&](loom::SeqId id) -> loom::Sampler* {
       for (const auto& [seq, s] : chosen) {
         if (seq == id) return s;

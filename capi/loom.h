@@ -609,7 +609,8 @@ LOOM_API loom_status loom_batch_sample(loom_batch *batch, loom_seq_id seq, loom_
  * it in that sampler's history and, with feed_back nonzero, feeds it to its sequence so
  * the next loom_batch_decode continues them all (an end-of-sequence token too: remove or
  * roll back a sequence you end). ids[i] and tokens[i] receive the drawn pairs in ready
- * order and *n their count; cap (at least loom_batch_pass.n_ready suffices) smaller
+ * order (both may be NULL when nothing is to be drawn) and *n their count; cap (at least
+ * loom_batch_pass.n_ready suffices) smaller
  * than the count fails with LOOM_ERR_BUFFER_TOO_SMALL and *n set, nothing drawn.
  * Refused before anything is drawn: a removed sequence, no room for one more position
  * with feed_back (LOOM_ERR_CONTEXT_FULL / LOOM_ERR_KV_POOL_FULL naming the sequence). A

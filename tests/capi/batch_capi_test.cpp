@@ -617,6 +617,12 @@ TEST_CASE("C API batch: loom_batch_sample_ready draws and feeds every ready sequ
       CHECK(n == 2);
       CHECK(ids[1] == map.ids[2]);
       CHECK(loom_batch_pending(b, map.ids[0]) == 0);  // not fed
+      // Nobody to sample: NULL outputs are fine and nothing is drawn.
+      SamplerMap none;
+      REQUIRE(loom_batch_sample_ready(b, sampler_of, &none, 1, nullptr, nullptr, 0, &n, nullptr) == LOOM_OK);
+      CHECK(n == 0);
+      CHECK(loom_batch_pending(b, map.ids[0]) == 0);
+      CHECK(loom_batch_sample_ready(b, sampler_of, &map, 0, nullptr, nullptr, 3, &n, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
       CHECK(loom_batch_sample_ready(b, nullptr, &map, 0, ids, tokens, 3, &n, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
       CHECK(loom_batch_sample_ready(b, sampler_of, &map, 0, ids, tokens, 3, nullptr, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
       CHECK(loom_batch_sample_ready(nullptr, sampler_of, &map, 0, ids, tokens, 3, &n, nullptr) == LOOM_ERR_INVALID_ARGUMENT);
