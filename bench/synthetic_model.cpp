@@ -83,10 +83,10 @@ std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, l
   loom::ModelWeights w;
   w.layers.resize(static_cast<size_t>(c.n_layers));
   for (const auto& slot : loom::slots::all_slots()) {
-    if (!slot.needed(c) || (slot.name == "output" && c.tie_word_embeddings)) continue;
+    if (!slot.needed(c) || loom::slots::tied_in(c, slot)) continue;
     const int64_t layers = slot.per_layer ? c.n_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
-      const bool vec = slot.role == loom::slots::Role::vector;
+      const bool vec = loom::slots::is_vector(slot.role);
       const float spread = vec ? 0.1f : slot.name == "output" ? 0.02f * output_scale : 0.02f;
       loom::slots::tensor_of(w, slot, l) =
           random_tensor(slot.shape(c), vec ? loom::DType::f32 : dtype, state, spread, vec ? 1.0f : 0.0f);

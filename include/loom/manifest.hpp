@@ -4,7 +4,8 @@
 // Building a manifest never reads tensor data. It walks the architecture's weight slots
 // (token_embd, blk.N.attn_q, ..., output), maps every external name in the source onto
 // a slot (stripping `model.` / `transformer.` prefixes, reading GGUF `blk.N.*` names,
-// splitting fused q|k|v and gate|up tensors, noting Conv1D weights stored transposed),
+// splitting fused q|k|v and gate|up tensors (whole, per head or per KV group), noting
+// Conv1D weights stored transposed and norms stored as w for 1 + w),
 // and records every problem by full name: missing tensors (with the names looked for
 // and the files searched), unexpected tensors, shape mismatches (with the config fields
 // behind the expected shape), duplicates. Tied embeddings are explicit entries that
@@ -51,8 +52,16 @@ struct ManifestEntry {
   bool is_vector = false;     // norm weight or bias: always f32 in memory
   // Source (null record: missing, or tied to token_embd).
   const TensorRecord* record = nullptr;
-  int64_t row_begin = 0;      // rows [row_begin, row_begin + shape[0]) of a fused tensor
+  // Which stored rows are this entry's (elements for 1-D tensors): `runs` runs of
+  // `run_rows` rows, the first at row_begin, `run_stride` rows apart. One run of
+  // shape[0] rows unless the record fuses slots per head or per KV group (GPT-NeoX's
+  // and Falcon's query_key_value).
+  int64_t row_begin = 0;
+  int64_t run_rows = 0;
+  int64_t run_stride = 0;
+  int64_t runs = 1;
   bool split = false;         // the record fuses several slots
+  bool add_one = false;       // stored w for a norm that scales by 1 + w (HF Gemma)
   bool transposed = false;    // the record is stored [in, out]
   bool tied = false;          // aliases token_embd (no record of its own)
   bool rope_interleaved = false;  // GGUF llama q/k row order (kept as is)

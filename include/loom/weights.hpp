@@ -24,13 +24,15 @@ struct LayerWeights {
   Tensor attn_v_bias;    // [n_kv_heads*head_dim]
   Tensor attn_out;       // [hidden, n_heads*head_dim]
   Tensor attn_out_bias;  // [hidden]            optional
-  Tensor ffn_norm;       // [hidden]
+  Tensor attn_post_norm; // [hidden]            Gemma 2: norm of the attention output
+  Tensor ffn_norm;       // [hidden]            absent when the FFN shares attn_norm (Falcon-7B)
   Tensor ffn_norm_bias;  // [hidden]
-  Tensor ffn_gate;       // [ffn, hidden]       SwiGLU only
+  Tensor ffn_gate;       // [ffn, hidden]       gated FFNs (SwiGLU, GeGLU) only
   Tensor ffn_up;         // [ffn, hidden]
   Tensor ffn_up_bias;    // [ffn]               optional
   Tensor ffn_down;       // [hidden, ffn]
   Tensor ffn_down_bias;  // [hidden]            optional
+  Tensor ffn_post_norm;  // [hidden]            Gemma 2: norm of the FFN output
 };
 
 struct ModelWeights {

@@ -75,6 +75,13 @@ void ModelConfig::validate() const {
     }
   }
   require(sliding_window >= 0, "sliding_window", "must not be negative");
+  require(sliding_window_period >= 1, "sliding_window_pattern", "must be at least 1");
+  require(!shared_attn_ffn_norm || parallel_residual, "parallel_attn",
+          "must be set when attention and the FFN share one norm");
+  require(embedding_scale > 0.0, "embedding_scale", "must be positive");
+  require(query_pre_attn_scalar >= 0.0, "query_pre_attn_scalar", "must not be negative");
+  require(attn_logit_softcap >= 0.0, "attn_logit_softcapping", "must not be negative");
+  require(final_logit_softcap >= 0.0, "final_logit_softcapping", "must not be negative");
   if (bos_token_id) {
     require(*bos_token_id >= 0 && *bos_token_id < vocab_size, "bos_token_id",
             "(" + std::to_string(*bos_token_id) + ") is outside the vocabulary");

@@ -174,6 +174,46 @@ void parse_rope_scaling(const JsonConfig& json, ModelConfig& c) {
   }
 }
 
+// config.json behind the architecture table's family hooks.
+class JsonReader final : public arch::ConfigReader {
+ public:
+  explicit JsonReader(const JsonConfig& json) : json_(json) {}
+  std::optional<int64_t> integer(std::string_view key) const override { return json_.integer(key); }
+  std::optional<double> number(std::string_view key) const override { return json_.number(key); }
+  std::optional<bool> boolean(std::string_view key) const override { return json_.boolean(key); }
+  bool has_tensor(std::string_view) const override { return false; }
+  [[noreturn]] void fail(const std::string& message) const override {
+    throw Error(ErrorCode::unsupported, message, {.file = json_.path()});
+  }
+
+ private:
+  const JsonConfig& json_;
+};
+
+// The fields every family shares, from the architecture row.
+void apply_spec(const arch::ArchitectureSpec& spec, ModelConfig& c) {
+  c.architecture = std::string(spec.name);
+  c.norm = spec.norm;
+  c.ffn = spec.ffn;
+  c.activation = spec.activation;
+  c.position = spec.position;
+  c.qkv_bias = spec.qkv_bias;
+  c.attn_out_bias = spec.attn_out_bias;
+  c.ffn_bias = spec.ffn_bias;
+  c.norm_bias = spec.norm_bias;
+  c.parallel_residual = spec.parallel_residual;
+  c.post_norms = spec.post_norms;
+  c.sliding_window_period = spec.sliding_window_period;
+}
+
+// Embedding scale and other values derived from the final shape.
+void apply_derived(const arch::ArchitectureSpec& spec, ModelConfig& c) {
+  if (spec.embedding_scale == arch::EmbeddingScale::sqrt_hidden) {
+    // As transformers' Gemma: the normalizer is sqrt(hidden) rounded to the activations' f32.
+    c.embedding_scale = static_cast<double>(static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size))));
+  }
+}
+
 }  // namespace
 
 ModelConfig from_hf_json(std::string_view text, const std::string& path, std::vector<std::string>* warnings) {
@@ -196,19 +236,12 @@ ModelConfig from_hf_json(std::string_view text, const std::string& path, std::ve
   if (spec == nullptr) {
     throw Error(ErrorCode::unsupported,
                 "architecture '" + (hf_class.empty() ? model_type : hf_class) +
-                    "' is not supported (supported: llama, mistral, qwen2, phi3, gpt2)",
+                    "' is not supported (supported: " + arch::supported_names() + ")",
                 {.file = path});
   }
   const auto& keys = spec->hf_keys;
   ModelConfig c;
-  c.architecture = std::string(spec->name);
-  c.norm = spec->norm;
-  c.ffn = spec->ffn;
-  c.position = spec->position;
-  c.qkv_bias = spec->qkv_bias;
-  c.attn_out_bias = spec->attn_out_bias;
-  c.ffn_bias = spec->ffn_bias;
-  c.norm_bias = spec->norm_bias;
+  apply_spec(*spec, c);
 
   c.vocab_size = json.required_integer(keys.vocab_size);
   c.hidden_size = json.required_integer(keys.hidden_size);
@@ -224,7 +257,13 @@ ModelConfig from_hf_json(std::string_view text, const std::string& path, std::ve
   } else {
     fail(path, "config field 'intermediate_size' is missing");
   }
-  c.max_positions = json.required_integer(keys.max_positions);
+  if (auto positions = json.first_integer(keys.max_positions)) {
+    c.max_positions = *positions;
+  } else if (spec->default_max_positions > 0) {
+    c.max_positions = spec->default_max_positions;
+  } else {
+    c.max_positions = json.required_integer(keys.max_positions);
+  }
   c.norm_eps = json.first_number(keys.norm_eps).value_or(1e-5);
   if (c.n_heads <= 0) fail(path, "config field 'num_attention_heads' must be positive");
   c.head_dim = json.integer("head_dim").value_or(c.hidden_size / c.n_heads);
@@ -233,8 +272,8 @@ ModelConfig from_hf_json(std::string_view text, const std::string& path, std::ve
                    ") is not a multiple of num_attention_heads (" + std::to_string(c.n_heads) +
                    ") and head_dim is not given");
   }
-  c.rope_theta = json.number("rope_theta").value_or(10000.0);
-  const double partial = json.number("partial_rotary_factor").value_or(1.0);
+  c.rope_theta = json.first_number(keys.rope_theta).value_or(10000.0);
+  const double partial = json.first_number(keys.partial_rotary).value_or(1.0);
   c.rope_dims = static_cast<int64_t>(std::llround(static_cast<double>(c.head_dim) * partial));
   parse_rope_scaling(json, c);
   c.tie_word_embeddings = json.boolean("tie_word_embeddings").value_or(spec->default_tied);
@@ -243,16 +282,27 @@ ModelConfig from_hf_json(std::string_view text, const std::string& path, std::ve
   if (spec->honours_sliding_window && json.boolean("use_sliding_window").value_or(true)) {
     c.sliding_window = json.integer("sliding_window").value_or(0);
   }
-  if (auto act = json.string("hidden_act")) {
-    if (c.ffn == FfnKind::swiglu && *act != "silu" && *act != "swish") {
-      throw Error(ErrorCode::unsupported, "config field 'hidden_act' is '" + *act + "'; only silu is supported for " + c.architecture, {.file = path});
+  // The activation: each name maps to the function it really names (model/architectures.cpp).
+  for (auto key : keys.activation) {
+    if (key.empty()) continue;
+    if (auto act = json.string(key)) {
+      try {
+        c.activation = arch::activation_from_name(*act, path);
+      } catch (const Error& e) {
+        throw Error(e.code(), "config field '" + std::string(key) + "': " + e.detail(), {.file = path});
+      }
+      break;
     }
   }
-  if (auto act = json.string("activation_function")) {
-    if (c.ffn == FfnKind::gelu_mlp && *act != "gelu_new" && *act != "gelu_pytorch_tanh" && *act != "gelu") {
-      throw Error(ErrorCode::unsupported, "config field 'activation_function' is '" + *act + "'; supported: gelu_new, gelu_pytorch_tanh", {.file = path});
+  for (auto key : keys.parallel_residual) {
+    if (key.empty()) continue;
+    if (auto parallel = json.boolean(key)) {
+      c.parallel_residual = *parallel;
+      break;
     }
   }
+  if (spec->hf_config != nullptr) spec->hf_config(JsonReader(json), c);
+  apply_derived(*spec, c);
   if (auto bos = json.integer("bos_token_id")) c.bos_token_id = static_cast<int32_t>(*bos);
   c.eos_token_ids = json.int_list("eos_token_id");
   c.torch_dtype = json.string("torch_dtype").value_or("");
@@ -307,6 +357,26 @@ class GgufConfig {
   std::string path_;
 };
 
+class GgufReader final : public arch::ConfigReader {
+ public:
+  GgufReader(const GgufConfig& g, const WeightSource& source) : g_(g), source_(source) {}
+  std::optional<int64_t> integer(std::string_view key) const override { return g_.integer(key); }
+  std::optional<double> number(std::string_view key) const override { return g_.number(key); }
+  std::optional<bool> boolean(std::string_view key) const override {
+    const MetaValue* v = g_.find(key);
+    if (v == nullptr) return std::nullopt;
+    return v->as_bool();
+  }
+  bool has_tensor(std::string_view name) const override { return source_.find(name) != nullptr; }
+  [[noreturn]] void fail(const std::string& message) const override {
+    throw Error(ErrorCode::unsupported, message, {.file = source_.root()});
+  }
+
+ private:
+  const GgufConfig& g_;
+  const WeightSource& source_;
+};
+
 }  // namespace
 
 ModelConfig from_gguf(const WeightSource& source) {
@@ -319,19 +389,13 @@ ModelConfig from_gguf(const WeightSource& source) {
   const arch::ArchitectureSpec* spec = arch::find_by_gguf(gguf_arch);
   if (spec == nullptr) {
     throw Error(ErrorCode::unsupported,
-                "GGUF architecture '" + gguf_arch + "' is not supported (supported: llama, qwen2, phi3, gpt2)",
+                "GGUF architecture '" + gguf_arch + "' is not supported (supported: " +
+                    arch::supported_gguf_names() + ")",
                 {.file = path});
   }
   GgufConfig g(source, gguf_arch);
   ModelConfig c;
-  c.architecture = std::string(spec->name);
-  c.norm = spec->norm;
-  c.ffn = spec->ffn;
-  c.position = spec->position;
-  c.qkv_bias = spec->qkv_bias;
-  c.attn_out_bias = spec->attn_out_bias;
-  c.ffn_bias = spec->ffn_bias;
-  c.norm_bias = spec->norm_bias;
+  apply_spec(*spec, c);
   c.hidden_size = g.required("embedding_length");
   c.n_layers = g.required("block_count");
   c.n_heads = g.required("attention.head_count");
@@ -350,6 +414,8 @@ ModelConfig from_gguf(const WeightSource& source) {
   // An explicit window in a GGUF is honoured for every family (llama.cpp's converter
   // writes none for Mistral, so its Mistral GGUFs run with full attention, as there).
   c.sliding_window = g.integer("attention.sliding_window").value_or(0);
+
+  if (spec->gguf_config != nullptr) spec->gguf_config(GgufReader(g, source), c);
 
   if (const MetaValue* type = g.find("rope.scaling.type"); type != nullptr && type->type() == MetaValue::Type::string) {
     const std::string& t = type->as_string();
@@ -395,6 +461,7 @@ ModelConfig from_gguf(const WeightSource& source) {
   }
   // GGUF has no tie flag: a missing output.weight means the embedding is reused.
   c.tie_word_embeddings = source.find("output.weight") == nullptr;
+  apply_derived(*spec, c);
   auto id = [&](std::string_view key) -> std::optional<int32_t> {
     auto v = g.global_integer(key);
     if (!v || *v < 0 || *v >= c.vocab_size) return std::nullopt;  // 0xFFFFFFFF means "none"
@@ -422,10 +489,7 @@ ModelConfig from_llama2c(const WeightSource& source) {
   };
   const arch::ArchitectureSpec* spec = arch::find_by_name("llama");
   ModelConfig c;
-  c.architecture = std::string(spec->name);
-  c.norm = spec->norm;
-  c.ffn = spec->ffn;
-  c.position = spec->position;
+  apply_spec(*spec, c);
   c.hidden_size = field("dim");
   c.intermediate_size = field("hidden_dim");
   c.n_layers = field("n_layers");

@@ -214,13 +214,12 @@ ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, DType matr
   ModelWeights w;
   w.layers.resize(static_cast<size_t>(c.n_layers));
   for (const auto& slot : slots::all_slots()) {
-    if (!slot.needed(c) || (slot.name == "output" && c.tie_word_embeddings)) continue;
+    if (!slot.needed(c) || slots::tied_in(c, slot)) continue;
     const int64_t layers = slot.per_layer ? c.n_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
       const Shape shape = slot.shape(c);
-      const bool vec = slot.role == slots::Role::vector;
-      const bool norm = vec && slot.name.find("norm") != std::string_view::npos &&
-                        slot.name.find("bias") == std::string_view::npos;
+      const bool vec = slots::is_vector(slot.role);
+      const bool norm = slot.role == slots::Role::norm;
       std::vector<float> values(static_cast<size_t>(shape.numel()));
       for (auto& v : values) v = (norm ? 1.0f : 0.0f) + (vec ? 0.05f : amplitude) * next();
       const DType dtype = vec ? DType::f32 : matrix_dtype;

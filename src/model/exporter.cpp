@@ -36,7 +36,9 @@ Tensor with_dtype(const Tensor& t, DType dtype) {
   return out;
 }
 
-Tensor concat_rows(const std::vector<Tensor>& parts) {
+// The fused external tensor of `rule` from its slots' tensors, rows placed as the
+// rule's split says (the loader's row runs, in reverse).
+Tensor fuse_rows(const arch::NameRule& rule, const std::vector<Tensor>& parts, const ModelConfig& config) {
   if (parts.size() == 1) return parts[0];
   const DType dtype = parts[0].dtype();
   int64_t rows = 0;
@@ -47,16 +49,24 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
   const Shape shape = parts[0].shape().rank() == 1 ? Shape{rows} : Shape{rows, parts[0].shape()[1]};
   Tensor out = Tensor::empty(shape, dtype);
   auto* dst = static_cast<std::byte*>(out.mutable_raw_data());
-  for (const auto& p : parts) {
-    std::memcpy(dst, p.raw_data(), static_cast<size_t>(p.nbytes()));
-    dst += p.nbytes();
+  const int64_t row_bytes = out.nbytes() / rows;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const arch::RowRuns runs = arch::row_runs(rule, i, config);
+    const auto* src = static_cast<const std::byte*>(parts[i].raw_data());
+    for (int64_t r = 0; r < runs.runs; ++r) {
+      std::memcpy(dst + (runs.first_row + r * runs.stride) * row_bytes, src + r * runs.run_rows * row_bytes,
+                  static_cast<size_t>(runs.run_rows * row_bytes));
+    }
   }
   return out;
 }
 
-bool tied(const ModelConfig& config, const ModelWeights& w) {
-  return config.tie_word_embeddings && w.output.defined() && w.output.shares_storage_with(w.token_embd) &&
-         w.output.raw_data() == w.token_embd.raw_data();
+// A norm held as 1 + w, written as the w a Hugging Face Gemma checkpoint stores.
+Tensor minus_one(const Tensor& t) {
+  Tensor out = with_dtype(t, DType::f32).copy();
+  float* v = out.mutable_data<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) v[i] -= 1.0f;
+  return out;
 }
 
 // The external tensors of `format`'s naming (HF or GGUF), fused and laid out as the
@@ -69,23 +79,22 @@ std::vector<NamedTensor> external_tensors(const ModelConfig& config, const Model
   const bool want_interleaved = gguf && spec.gguf_rope_interleaved;
   std::vector<NamedTensor> out;
   std::set<std::string> done;
-  if (tied(config, w)) done.insert("output");
+  for (const auto& slot : slots::all_slots()) {
+    if (slots::tied_in(config, slot) && slots::shares_tied_storage(w, slot)) done.insert(std::string(slot.name));
+  }
 
-  auto slot_tensor = [&](std::string_view slot_name, int64_t layer) -> std::optional<Tensor> {
-    const auto* slot = slots::find_slot(slot_name);
-    if (slot == nullptr || !slot->needed(config)) return std::nullopt;
-    if (slot->per_layer != (layer >= 0)) return std::nullopt;
-    Tensor t = slots::tensor_of(w, *slot, layer < 0 ? 0 : layer);
+  auto slot_tensor = [&](const slots::WeightSlot& slot, int64_t layer) -> std::optional<Tensor> {
+    if (!slot.needed(config)) return std::nullopt;
+    if (slot.per_layer != (layer >= 0)) return std::nullopt;
+    Tensor t = slots::tensor_of(w, slot, layer < 0 ? 0 : layer);
     if (!t.defined()) return std::nullopt;
-    if (slot->role == slots::Role::vector) {
+    if (slots::is_vector(slot.role)) {
       t = with_dtype(t, DType::f32);
     } else if (options.dtype) {
       t = with_dtype(t, *options.dtype);
     }
-    const bool qk = slot_name == "attn_q" || slot_name == "attn_k" || slot_name == "attn_q_bias" ||
-                    slot_name == "attn_k_bias";
-    if (qk && want_interleaved != w.rope_interleaved) {
-      const int64_t heads = slot_name.starts_with("attn_q") ? config.n_heads : config.n_kv_heads;
+    if (slot.rope_rows != slots::RopeRows::none && want_interleaved != w.rope_interleaved) {
+      const int64_t heads = slot.rope_rows == slots::RopeRows::query_heads ? config.n_heads : config.n_kv_heads;
       t = want_interleaved ? rope_order::half_to_interleaved(t, heads, config.head_dim)
                            : rope_order::interleaved_to_half(t, heads, config.head_dim);
     }
@@ -93,6 +102,7 @@ std::vector<NamedTensor> external_tensors(const ModelConfig& config, const Model
   };
 
   for (const auto& rule : rules) {
+    if (!arch::applies(rule, config)) continue;
     const bool per_layer = rule.pattern.find("{N}") != std::string_view::npos;
     const int64_t layers = per_layer ? config.n_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
@@ -100,11 +110,10 @@ std::vector<NamedTensor> external_tensors(const ModelConfig& config, const Model
       std::vector<Tensor> parts;
       std::vector<std::string> names;
       bool usable = true;
-      for (auto target : rule.targets) {
-        if (target.empty()) continue;
-        const auto* slot = slots::find_slot(target);
-        const std::string full = slot ? slots::full_name(*slot, layer) : std::string(target);
-        auto t = slot_tensor(target, layer);
+      for (size_t i = 0; i < arch::slot_count(rule); ++i) {
+        const slots::WeightSlot& slot = slots::slot(rule.slots[i]);
+        const std::string full = slots::full_name(slot, layer);
+        auto t = slot_tensor(slot, layer);
         if (!t || done.count(full)) {
           usable = false;
           break;
@@ -113,11 +122,12 @@ std::vector<NamedTensor> external_tensors(const ModelConfig& config, const Model
         names.push_back(full);
       }
       if (!usable || parts.empty()) continue;
-      Tensor t = concat_rows(parts);
-      if (rule.transposed && t.shape().rank() == 2) t = t.transpose2d().copy();
+      Tensor t = fuse_rows(rule, parts, config);
+      if (rule.transform == arch::Transform::transpose && t.shape().rank() == 2) t = t.transpose2d().copy();
+      if (rule.transform == arch::Transform::add_one) t = minus_one(t);
       std::string name(rule.pattern);
       if (auto at = name.find("{N}"); at != std::string::npos) name.replace(at, 3, std::to_string(l));
-      out.push_back({prefix + name, t});
+      out.push_back({(rule.at_root ? std::string() : prefix) + name, t});
       done.insert(names.begin(), names.end());
     }
   }
@@ -206,6 +216,9 @@ Metadata gguf_metadata(const ModelConfig& c, const arch::ArchitectureSpec& spec,
   }
   u32("vocab_size", c.vocab_size);
   if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+  if (c.parallel_residual) md.set(a + ".use_parallel_residual", MetaValue::of_bool(true));
+  if (c.attn_logit_softcap > 0) f32("attn_logit_softcapping", c.attn_logit_softcap);
+  if (c.final_logit_softcap > 0) f32("final_logit_softcapping", c.final_logit_softcap);
   switch (c.rope_scaling.kind) {
     case RopeScalingKind::none: break;
     case RopeScalingKind::linear:
@@ -254,8 +267,8 @@ std::string hf_config_json(const ModelConfig& c) {
   w.field(k.max_positions[0], c.max_positions);
   w.field(k.norm_eps[0], c.norm_eps);
   if (c.position == PositionKind::rope) {
-    w.field("rope_theta", c.rope_theta);
-    if (c.rope_dims != c.head_dim) w.field("partial_rotary_factor", static_cast<double>(c.rope_dims) / static_cast<double>(c.head_dim));
+    w.field(k.rope_theta[0], c.rope_theta);
+    if (c.rope_dims != c.head_dim) w.field(k.partial_rotary[0], static_cast<double>(c.rope_dims) / static_cast<double>(c.head_dim));
     w.key("rope_scaling");
     const auto& rs = c.rope_scaling;
     switch (rs.kind) {
@@ -279,14 +292,9 @@ std::string hf_config_json(const ModelConfig& c) {
         break;
     }
   }
-  if (c.ffn == FfnKind::swiglu) {
-    w.field("hidden_act", "silu");
-  } else {
-    w.field("activation_function", "gelu_new");
-  }
-  if (spec.name == "llama" || spec.name == "mistral") {
-    w.field("attention_bias", c.qkv_bias).field("mlp_bias", c.ffn_bias);
-  }
+  w.field(k.activation[0], arch::activation_name(c.activation));
+  if (spec.hf_bias_keys) w.field("attention_bias", c.qkv_bias).field("mlp_bias", c.ffn_bias);
+  if (!k.parallel_residual[0].empty()) w.field(k.parallel_residual[0], c.parallel_residual);
   if (spec.honours_sliding_window) {
     w.key("sliding_window");
     if (c.sliding_window > 0) {
@@ -294,7 +302,13 @@ std::string hf_config_json(const ModelConfig& c) {
     } else {
       w.null();
     }
+  } else if (c.sliding_window > 0) {
+    w.field("sliding_window", c.sliding_window);
   }
+  if (c.query_pre_attn_scalar > 0) w.field("query_pre_attn_scalar", c.query_pre_attn_scalar);
+  if (c.attn_logit_softcap > 0) w.field("attn_logit_softcapping", c.attn_logit_softcap);
+  if (c.final_logit_softcap > 0) w.field("final_logit_softcapping", c.final_logit_softcap);
+  if (spec.hf_config_write != nullptr) spec.hf_config_write(c, w);
   w.field("tie_word_embeddings", c.tie_word_embeddings);
   if (c.bos_token_id) w.field("bos_token_id", static_cast<int64_t>(*c.bos_token_id));
   if (c.eos_token_ids.size() == 1) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <new>
 #include <sstream>
 #include <system_error>
@@ -149,6 +150,7 @@ struct Chunk {
   Job* job = nullptr;
   int64_t first_row = 0;  // stored rows [first_row, first_row + n_rows)
   int64_t n_rows = 0;
+  int64_t dest_row = 0;   // where they go in the destination (not transposed)
   std::byte* buffer = nullptr;
 };
 
@@ -160,13 +162,19 @@ void convert_chunk(Chunk& c) {
   const auto target_row_bytes = dtype_bytes(j.target, e.shape.row_length(), e.shape.row_length());
   auto* dest = static_cast<std::byte*>(j.dest.mutable_raw_data());
   if (!e.transposed) {
-    // Stored rows map 1:1 onto destination rows (offset by row_begin for fused tensors).
-    const int64_t dest_row = c.first_row - e.row_begin;
+    // Stored rows map 1:1 onto destination rows (a fused tensor's runs each have their
+    // own destination offset).
+    const int64_t dest_row = c.dest_row;
     if (e.is_vector || e.shape.rank() == 1) {
       // A 1-D tensor (or a slice of a fused bias) moves as one row of elements.
       const int64_t n = c.n_rows;
       stats += convert(j.record->dtype, c.buffer, j.target,
                        dest + dest_row * dtype_size(j.target), static_cast<size_t>(n));
+      if (e.add_one) {
+        // Vectors are f32 in memory: the stored w becomes the 1 + w the norm scales by.
+        float* values = reinterpret_cast<float*>(dest) + dest_row;
+        for (int64_t i = 0; i < n; ++i) values[i] += 1.0f;
+      }
     } else {
       stats += convert(j.record->dtype, c.buffer, j.target, dest + dest_row * target_row_bytes,
                        static_cast<size_t>(c.n_rows * j.stored_cols));
@@ -338,10 +346,19 @@ DType target_dtype_for(const ManifestEntry& e, const TensorRecord& r, const Load
 std::string layout_change(const ManifestEntry& e, const TensorRecord& r, std::string_view order_source) {
   std::string out;
   if (e.transposed) out = "transposed from " + r.shape.to_string();
-  if (e.split) {
+  if (e.split && e.runs == 1) {
     if (!out.empty()) out += ", ";
     out += "rows " + std::to_string(e.row_begin) + ".." + std::to_string(e.row_begin + e.shape[0] - 1) +
            " of fused " + r.shape.to_string();
+  } else if (e.split) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(e.runs) + " runs of " + std::to_string(e.run_rows) + " rows from row " +
+           std::to_string(e.row_begin) + ", every " + std::to_string(e.run_stride) + ", of fused " +
+           r.shape.to_string();
+  }
+  if (e.add_one) {
+    if (!out.empty()) out += ", ";
+    out += "stored w, loaded as 1 + w";
   }
   if (e.rope_interleaved) {
     if (!out.empty()) out += ", ";
@@ -534,8 +551,8 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
                                   : dtype_bytes(r.dtype, stored_cols, stored_cols);
     rec.stored_bytes = static_cast<uint64_t>(row_bytes * entry_stored_rows);
     total_bytes += rec.stored_bytes;
-    const bool zero_copy = !e.transposed && r.is_contiguous() && target == r.dtype &&
-                           file.file->is_mapped() && little_endian;
+    const bool zero_copy = !e.transposed && e.runs == 1 && !e.add_one && r.is_contiguous() &&
+                           target == r.dtype && file.file->is_mapped() && little_endian;
     const slots::WeightSlot* slot = slots::find_slot(e.slot);
     Tensor& dest = slots::tensor_of(weights, *slot, e.layer < 0 ? 0 : e.layer);
     if (zero_copy) {
@@ -576,35 +593,41 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
       if (cancelled) break;
       const ManifestEntry& e = *job->entry;
       const TensorRecord& r = *job->record;
-      const int64_t first = e.transposed ? 0 : e.row_begin;
-      const int64_t rows = job->stored_rows;
-      if (!r.is_contiguous()) {
-        // A strided PyTorch view: gather it whole, then convert like a contiguous one.
-        Tensor gathered = source->load(r);
-        const auto* base = static_cast<const std::byte*>(gathered.raw_data());
-        std::vector<std::byte> copy(base + first * job->stored_row_bytes,
-                                    base + (first + rows) * job->stored_row_bytes);
-        Chunk c{job.get(), first, rows, copy.data()};
-        convert_chunk(c);
-        submitted += static_cast<uint64_t>(rows * job->stored_row_bytes);
-        report_progress(e.internal_name);
-        continue;
-      }
-      const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(pipeline.chunk_bytes()) / std::max<int64_t>(1, job->stored_row_bytes));
-      for (int64_t row = first; row < first + rows && !cancelled; row += rows_per_chunk) {
-        const int64_t n = std::min(rows_per_chunk, first + rows - row);
-        const auto bytes = static_cast<size_t>(n * job->stored_row_bytes);
-        std::byte* buffer = pipeline.acquire(bytes);
-        const auto offset = static_cast<uint64_t>(row * job->stored_row_bytes);
-        source->read(r, offset, std::span<std::byte>(buffer, bytes));
-        // The bytes are staged now: let go of the mapped pages, so that converting a model
-        // never holds the source and the converted copy in memory at once (the pages stay
-        // in the page cache; a later access simply faults them back in).
-        const SourceFile& file = source->file_of(r);
-        if (file.file->is_mapped()) file.file->advise(r.offset + offset, bytes, AccessHint::dont_need);
-        pipeline.push(Chunk{job.get(), row, n, buffer});
-        submitted += bytes;
-        report_progress(e.internal_name);
+      // The stored row runs this entry reads: one run (all rows of a transposed tensor,
+      // or its own rows), or one per head / KV group of a fused q|k|v tensor.
+      const int64_t runs = e.transposed ? 1 : e.runs;
+      const int64_t run_rows = e.transposed || e.runs == 1 ? job->stored_rows : e.run_rows;
+      std::optional<Tensor> gathered;
+      if (!r.is_contiguous()) gathered = source->load(r);  // a strided PyTorch view: gather it whole
+      for (int64_t run = 0; run < runs && !cancelled; ++run) {
+        const int64_t first = e.transposed ? 0 : e.row_begin + run * e.run_stride;
+        const int64_t dest_first = run * run_rows;
+        if (gathered) {
+          const auto* base = static_cast<const std::byte*>(gathered->raw_data());
+          std::vector<std::byte> copy(base + first * job->stored_row_bytes,
+                                      base + (first + run_rows) * job->stored_row_bytes);
+          Chunk c{job.get(), first, run_rows, dest_first, copy.data()};
+          convert_chunk(c);
+          submitted += static_cast<uint64_t>(run_rows * job->stored_row_bytes);
+          report_progress(e.internal_name);
+          continue;
+        }
+        const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(pipeline.chunk_bytes()) / std::max<int64_t>(1, job->stored_row_bytes));
+        for (int64_t row = first; row < first + run_rows && !cancelled; row += rows_per_chunk) {
+          const int64_t n = std::min(rows_per_chunk, first + run_rows - row);
+          const auto bytes = static_cast<size_t>(n * job->stored_row_bytes);
+          std::byte* buffer = pipeline.acquire(bytes);
+          const auto offset = static_cast<uint64_t>(row * job->stored_row_bytes);
+          source->read(r, offset, std::span<std::byte>(buffer, bytes));
+          // The bytes are staged now: let go of the mapped pages, so that converting a model
+          // never holds the source and the converted copy in memory at once (the pages stay
+          // in the page cache; a later access simply faults them back in).
+          const SourceFile& file = source->file_of(r);
+          if (file.file->is_mapped()) file.file->advise(r.offset + offset, bytes, AccessHint::dont_need);
+          pipeline.push(Chunk{job.get(), row, n, dest_first + (row - first), buffer});
+          submitted += bytes;
+          report_progress(e.internal_name);
+        }
       }
     }
     pipeline.finish();
@@ -615,7 +638,8 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
   // Tied output: alias the embedding's storage (no copy, no second read).
   for (size_t i = 0; i < manifest.entries().size(); ++i) {
     const ManifestEntry& e = manifest.entries()[i];
-    if (e.slot != "output") continue;
+    const slots::WeightSlot& slot = *slots::find_slot(e.slot);
+    if (slot.ties_to != slots::Slot::token_embd) continue;
     TensorLoadRecord& rec = records[i];
     const bool alias = e.tied || (config.tie_word_embeddings && weights.output.defined() &&
                                   same_bytes(weights.output, weights.token_embd));

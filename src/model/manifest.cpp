@@ -51,8 +51,13 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
   }
   const bool gguf = source.format() == FormatKind::gguf;
   const bool llama2c = source.format() == FormatKind::llama2c;
-  const bool internal_names = source.format() == FormatKind::pack;
-  const std::span<const arch::NameRule> rules = arch::names_for(*spec, source.format());
+  const bool pack = source.format() == FormatKind::pack;
+  // Rules that do not apply to this config (Falcon's two GGUF attn_norm meanings) are
+  // left out before matching.
+  std::vector<arch::NameRule> rules;
+  for (const auto& r : arch::names_for(*spec, source.format())) {
+    if (arch::applies(r, config)) rules.push_back(r);
+  }
 
   Manifest m;
   std::map<std::string, size_t, std::less<>> by_name;
@@ -66,44 +71,25 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
       e.layer = slot.per_layer ? l : -1;
       e.shape = slot.shape(config);
       e.shape_fields = std::string(slot.shape_fields);
-      e.is_vector = slot.role == slots::Role::vector;
+      e.is_vector = slots::is_vector(slot.role);
       by_name[e.internal_name] = m.entries_.size();
       m.entries_.push_back(std::move(e));
     }
   }
-  auto entry_for = [&](std::string_view slot, int64_t layer) -> ManifestEntry* {
-    const slots::WeightSlot* s = slots::find_slot(slot);
-    if (s == nullptr) return nullptr;
-    auto it = by_name.find(slots::full_name(*s, layer));
+  auto entry_for = [&](slots::Slot id, int64_t layer) -> ManifestEntry* {
+    auto it = by_name.find(slots::full_name(slots::slot(id), layer));
     return it == by_name.end() ? nullptr : &m.entries_[it->second];
   };
 
   for (const TensorRecord& record : source.tensors()) {
     const std::string& name = record.name;
-    if (internal_names) {
-      auto it = by_name.find(name);
-      if (it == by_name.end()) {
-        m.problems_.push_back({ProblemKind::unexpected, "", name, {}, record.shape,
-                               "tensor '" + name + "' is not a weight of " + config.architecture, false});
-        continue;
-      }
-      ManifestEntry& e = m.entries_[it->second];
-      if (!(record.shape == e.shape)) {
-        m.problems_.push_back({ProblemKind::shape_mismatch, e.internal_name, name, e.shape, record.shape,
-                               "tensor '" + name + "' has shape " + record.shape.to_string() +
-                                   ", expected " + e.shape.to_string() + " from " + e.shape_fields});
-        continue;
-      }
-      e.record = &record;
-      continue;
-    }
-
     // Strip a known prefix ("model.", "transformer.") or none, then try every rule.
     const arch::NameRule* rule = nullptr;
     int64_t layer = -1;
     std::vector<std::string_view> candidates{name};
     for (auto prefix : spec->prefixes) {
-      if (!prefix.empty() && name.size() > prefix.size() && std::string_view(name).substr(0, prefix.size()) == prefix) {
+      if (!pack && !prefix.empty() && name.size() > prefix.size() &&
+          std::string_view(name).substr(0, prefix.size()) == prefix) {
         candidates.push_back(std::string_view(name).substr(prefix.size()));
       }
     }
@@ -120,6 +106,7 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
       bool ignored = false;
       for (auto candidate : candidates) {
         int64_t unused = 0;
+        if (pack) break;
         for (auto pattern : spec->ignored) ignored = ignored || arch::match_pattern(pattern, candidate, unused);
         for (auto config_tensor : kConfigTensors) ignored = ignored || candidate == config_tensor;
       }
@@ -140,11 +127,10 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
     }
     std::vector<ManifestEntry*> targets;
     std::vector<std::string> unused_targets;
-    for (auto t : rule->targets) {
-      if (t.empty()) continue;
-      ManifestEntry* e = entry_for(t, layer);
+    for (size_t i = 0; i < arch::slot_count(*rule); ++i) {
+      ManifestEntry* e = entry_for(rule->slots[i], layer);
       if (e == nullptr) {
-        unused_targets.emplace_back(t);
+        unused_targets.emplace_back(slots::slot(rule->slots[i]).name);
       } else {
         targets.push_back(e);
       }
@@ -167,51 +153,61 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
     int64_t rows = 0;
     for (auto* e : targets) rows += e->shape[0];
     const bool vector = targets[0]->is_vector;
+    const bool transposed = rule->transform == arch::Transform::transpose && !vector;
     const Shape logical = vector ? Shape{rows} : Shape{rows, targets[0]->shape[1]};
-    const Shape stored = rule->transposed && !vector ? Shape{logical[1], logical[0]} : logical;
-    if (!(record.shape == stored)) {
+    const Shape stored = transposed ? Shape{logical[1], logical[0]} : logical;
+    std::vector<arch::RowRuns> runs;
+    std::string split_error;
+    try {
+      for (size_t i = 0; i < targets.size(); ++i) runs.push_back(arch::row_runs(*rule, i, config));
+    } catch (const Error& e) {
+      split_error = e.what();
+    }
+    if (!(record.shape == stored) || !split_error.empty()) {
       std::vector<std::string> names;
       std::vector<std::string> fields;
       for (auto* e : targets) {
         names.push_back(e->internal_name);
         fields.push_back(e->shape_fields);
       }
-      m.problems_.push_back({ProblemKind::shape_mismatch, join(names, "+"), name, stored, record.shape,
-                             "tensor '" + name + "' has shape " + record.shape.to_string() +
-                                 ", expected " + stored.to_string() + " from the config (" +
-                                 join(fields, "; ") + ")"});
+      std::string detail = "tensor '" + name + "' has shape " + record.shape.to_string() + ", expected " +
+                           stored.to_string() + " from the config (" + join(fields, "; ") + ")";
+      if (!split_error.empty()) detail = "tensor '" + name + "': " + split_error;
+      m.problems_.push_back({ProblemKind::shape_mismatch, join(names, "+"), name, stored, record.shape, detail});
       for (auto* e : targets) e->required = false;  // reported once, not again as missing
       continue;
     }
-    int64_t row = 0;
-    for (auto* e : targets) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      ManifestEntry* e = targets[i];
       if (e->record != nullptr) {
         m.problems_.push_back({ProblemKind::duplicate, e->internal_name, name, e->shape, record.shape,
                                "both '" + e->record->name + "' and '" + name + "' provide " + e->internal_name});
-        row += e->shape[0];
         continue;
       }
       e->record = &record;
-      e->row_begin = row;
+      e->row_begin = runs[i].first_row;
+      e->run_rows = runs[i].run_rows;
+      e->run_stride = runs[i].stride;
+      e->runs = runs[i].runs;
       e->split = targets.size() > 1;
-      e->transposed = rule->transposed && !vector;
-      row += e->shape[0];
+      e->transposed = transposed;
+      e->add_one = rule->transform == arch::Transform::add_one;
     }
   }
 
   // GGUF permutes llama's q/k rows for interleaved RoPE; llama2.c keeps Meta's
   // original rows, which are in that order already.
   m.rope_interleaved_ = (gguf && spec->gguf_rope_interleaved) || llama2c;
-  if (internal_names) {
+  if (pack) {
     // A pack keeps the row order of the source it was converted from.
     const MetaValue* order = source.metadata().find("loom.rope_interleaved");
     m.rope_interleaved_ = order != nullptr && order->as_bool();
   }
   for (auto& e : m.entries_) {
-    if (e.slot == "attn_q" || e.slot == "attn_k" || e.slot == "attn_q_bias" || e.slot == "attn_k_bias") {
-      e.rope_interleaved = m.rope_interleaved_;
-    }
-    if (e.slot == "output" && e.record == nullptr && (config.tie_word_embeddings || gguf)) {
+    const slots::WeightSlot& slot = *slots::find_slot(e.slot);
+    if (slot.rope_rows != slots::RopeRows::none) e.rope_interleaved = m.rope_interleaved_;
+    // GGUF has no tie flag: a missing output is the embedding (llama.cpp's rule).
+    if (slot.ties_to != slots::Slot::none && e.record == nullptr && (slots::tied_in(config, slot) || gguf)) {
       e.tied = true;
     }
   }
@@ -220,21 +216,21 @@ Manifest Manifest::build(const ModelConfig& config, const WeightSource& source) 
   for (const auto& f : source.files()) files.push_back(f.path);
   for (const auto& e : m.entries_) {
     if (e.record != nullptr || e.tied || !e.required) continue;
+    const slots::WeightSlot& slot = *slots::find_slot(e.slot);
     std::vector<std::string> looked_for;
-    if (internal_names) {
-      looked_for.push_back(e.internal_name);
-    } else {
-      for (const auto& r : rules) {
-        for (auto t : r.targets) {
-          if (t != e.slot) continue;
-          const std::string n = substitute_layer(r.pattern, e.layer);
-          looked_for.push_back(gguf || llama2c || spec->prefixes[0].empty() ? n : std::string(spec->prefixes[0]) + n);
-        }
+    for (const auto& r : rules) {
+      for (size_t i = 0; i < arch::slot_count(r); ++i) {
+        if (r.slots[i] != slot.id) continue;
+        const std::string n = substitute_layer(r.pattern, e.layer);
+        looked_for.push_back(gguf || llama2c || pack || spec->prefixes[0].empty() ? n
+                                                                                  : std::string(spec->prefixes[0]) + n);
       }
     }
     std::string detail = e.internal_name + " is missing: looked for '" + join(looked_for, "', '") +
                          "' in " + join(files, ", ");
-    if (e.slot == "output") detail += " (and the config does not tie it to the embedding)";
+    if (slot.ties_to != slots::Slot::none) {
+      detail += " (and the config does not tie it to " + std::string(slots::slot(slot.ties_to).name) + ")";
+    }
     m.problems_.push_back({ProblemKind::missing, e.internal_name, "", e.shape, {}, std::move(detail)});
   }
   return m;

@@ -31,7 +31,7 @@ void check_weights(const ModelConfig& config, const ModelWeights& weights) {
                         std::string(slot.shape_fields) + ") implies " + want.to_string(),
                     {.tensor = name});
       }
-      if (slot.role == slots::Role::vector && t.dtype() != DType::f32) {
+      if (slots::is_vector(slot.role) && t.dtype() != DType::f32) {
         throw Error(ErrorCode::dtype_mismatch,
                     "norm weights and biases must be f32 in memory, got " +
                         std::string(dtype_name(t.dtype())),

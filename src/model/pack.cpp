@@ -438,9 +438,8 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     const int64_t layers = slot.per_layer ? config.n_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
       const Tensor& t = slots::tensor_of(weights, slot, l);
-      const bool tied = slot.name == "output" && config.tie_word_embeddings &&
-                        t.raw_data() == weights.token_embd.raw_data();
-      items.push_back({slots::full_name(slot, l), &t, slot.role == slots::Role::vector, tied});
+      const bool tied = slots::tied_in(config, slot) && slots::shares_tied_storage(weights, slot);
+      items.push_back({slots::full_name(slot, l), &t, slots::is_vector(slot.role), tied});
     }
   }
 

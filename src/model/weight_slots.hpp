@@ -1,7 +1,9 @@
 // Internal: the one list of weights the forward pass reads (like gemma.cpp's
-// ForEachTensor). Each slot names an internal tensor, where it lives in ModelWeights,
-// the shape the config implies, its role, and when the config needs it. Model
-// validation, the weight manifest and the loader all walk this table.
+// ForEachTensor). Each slot has a compiler-checked id (Slot), an internal name, where it
+// lives in ModelWeights, the shape the config implies, its role, when the config needs
+// it, which slots RoPE's row order applies to and what it may be tied to. Model
+// validation, the weight manifest, the loader, the exporter, the pack writer and the
+// demo model all walk this table instead of comparing names.
 #pragma once
 
 #include <cstdint>
@@ -15,13 +17,50 @@
 
 namespace loom::slots {
 
+// Every weight slot, in table order. `none` marks an unused target in a name rule.
+enum class Slot : uint8_t {
+  none,
+  token_embd,
+  position_embd,
+  attn_norm,
+  attn_norm_bias,
+  attn_q,
+  attn_k,
+  attn_v,
+  attn_q_bias,
+  attn_k_bias,
+  attn_v_bias,
+  attn_out,
+  attn_out_bias,
+  attn_post_norm,
+  ffn_norm,
+  ffn_norm_bias,
+  ffn_gate,
+  ffn_up,
+  ffn_up_bias,
+  ffn_down,
+  ffn_down_bias,
+  ffn_post_norm,
+  output_norm,
+  output_norm_bias,
+  output,
+};
+
 enum class Role : uint8_t {
   embedding,  // [vocab, hidden] rows looked up by token id
   matrix,     // a projection [out, in], any weight dtype
-  vector,     // norm weights and biases: always f32 in memory (widened on load)
+  norm,       // a norm's scale: f32 in memory (widened on load)
+  bias,       // a norm's or a projection's bias: f32 in memory
 };
 
+// Norm scales and biases: 1-D, always f32 in memory.
+constexpr bool is_vector(Role role) noexcept { return role == Role::norm || role == Role::bias; }
+
+// Which heads' row order RoPE applies to (GGUF's interleaved order permutes these rows).
+enum class RopeRows : uint8_t { none, query_heads, kv_heads };
+
 struct WeightSlot {
+  Slot id;
   std::string_view name;  // "token_embd" or, per layer, "attn_q" (full name "blk.N.attn_q")
   bool per_layer;
   Tensor ModelWeights::*model_member;  // when !per_layer
@@ -31,14 +70,23 @@ struct WeightSlot {
   bool (*needed)(const ModelConfig&);
   // Human-readable list of the config fields the shape derives from (for mismatch reports).
   std::string_view shape_fields;
+  RopeRows rope_rows = RopeRows::none;
+  Slot ties_to = Slot::none;  // the slot whose storage it shares when the config ties them
 };
 
 std::span<const WeightSlot> all_slots() noexcept;
+const WeightSlot& slot(Slot id) noexcept;
 // "blk.3.attn_q" for per-layer slots, the bare name otherwise.
 std::string full_name(const WeightSlot& slot, int64_t layer);
 Tensor& tensor_of(ModelWeights& weights, const WeightSlot& slot, int64_t layer);
 const Tensor& tensor_of(const ModelWeights& weights, const WeightSlot& slot, int64_t layer);
 // Slot by bare name ("attn_q", "output"); null when unknown.
 const WeightSlot* find_slot(std::string_view name) noexcept;
+
+// Whether `config` ties `slot` to the slot it may tie to (the output projection to the
+// token embedding when tie_word_embeddings is set): the one place that decides it.
+bool tied_in(const ModelConfig& config, const WeightSlot& slot) noexcept;
+// Whether `weights` actually share that storage (what the loader did, or a host built).
+bool shares_tied_storage(const ModelWeights& weights, const WeightSlot& slot) noexcept;
 
 }  // namespace loom::slots

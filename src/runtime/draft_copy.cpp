@@ -50,13 +50,13 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
   ModelWeights w = target.weights();  // shares every tensor; the matrices are replaced below
   const Tensor embd_before = w.token_embd;
   for (const auto& slot : slots::all_slots()) {
-    if (slot.role == slots::Role::vector || !slot.needed(c)) continue;
+    if (slots::is_vector(slot.role) || !slot.needed(c)) continue;
     const int64_t layers = slot.per_layer ? c.n_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
       Tensor& t = slots::tensor_of(w, slot, l);
       if (!t.defined()) continue;
       // A tied output keeps sharing the (converted) embedding.
-      if (slot.name == "output" && t.raw_data() == embd_before.raw_data()) continue;
+      if (slot.ties_to != slots::Slot::none && t.raw_data() == embd_before.raw_data()) continue;
       t = converted(t, dtype);
     }
   }

@@ -156,9 +156,11 @@ void Forward::attention(int64_t layer, const Rows& rows) {
   const ModelConfig& c = model_->config();
   const int64_t hd = c.head_dim;
   const int64_t group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
+                                                                                     : static_cast<double>(hd)));
+  const auto softcap = static_cast<float>(c.attn_logit_softcap);
   const bool f16 = kv_.dtype() == DType::f16;
-  const int64_t window = c.sliding_window;
+  const int64_t window = c.layer_slides(layer) ? c.sliding_window : 0;
   const int64_t bt = kv_.block_tokens();
   const int64_t longest = rows.max_position + 1;
   const auto m = static_cast<int64_t>(rows.kv.size());
@@ -197,6 +199,7 @@ void Forward::attention(int64_t layer, const Rows& rows) {
       each_cached(0, [&](int64_t i, const float* key) {
         scores[static_cast<size_t>(i)] = kernels::dot(qv, key, hd) * scale;
       });
+      if (softcap > 0) kernels::softcap(scores.data(), n_keys, softcap);
       kernels::softmax(scores.data(), n_keys);
       std::fill(out, out + hd, 0.0f);
       each_cached(1, [&](int64_t i, const float* val) {
@@ -204,6 +207,28 @@ void Forward::attention(int64_t layer, const Rows& rows) {
       });
     }
   });
+}
+
+// The FFN of one layer over the m rows of h_ (already normalised), into out [m, H]:
+// gated, down(act(gate(h)) * up(h)); plain, down(act(up(h) + b) + b); then Gemma 2's
+// post-FFN norm.
+void Forward::feed_forward(const LayerWeights& L, int64_t m, float* out) {
+  const ModelConfig& c = model_->config();
+  const int64_t H = c.hidden_size;
+  const int64_t F = c.intermediate_size;
+  ThreadPool& tp = *options_.pool;
+  const bool fast = options_.bf16_activations;
+  auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
+  if (c.ffn == FfnKind::gated) {
+    kernels::linear(L.ffn_gate, nullptr, h_.data(), H, m, gate_.data(), F, tp, fast);
+    kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, up_.data(), F, tp, fast);
+    kernels::activate_mul(c.activation, gate_.data(), up_.data(), m * F);
+  } else {
+    kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, gate_.data(), F, tp, fast);
+    kernels::activate(c.activation, gate_.data(), m * F);
+  }
+  kernels::linear(L.ffn_down, bias(L.ffn_down_bias), gate_.data(), F, m, out, H, tp, fast);
+  if (c.post_norms) norm_rows(L.ffn_post_norm, Tensor{}, out, out, m);
 }
 
 void Forward::run(std::span<const PassSequence> seqs) {
@@ -253,12 +278,14 @@ void Forward::run(std::span<const PassSequence> seqs) {
   ensure(proj_, m * H);
   ensure(gate_, m * F);
   ensure(up_, m * F);
+  if (c.parallel_residual) ensure(ffn_out_, m * H);
 
   {
     int64_t t = 0;
     for (const auto& s : seqs) {
       for (int32_t id : s.tokens) kernels::embedding_row(w.token_embd, id, x_.data() + (t++) * H);
     }
+    if (c.embedding_scale != 1.0) kernels::scale_inplace(x_.data(), m * H, static_cast<float>(c.embedding_scale));
   }
   if (c.position == PositionKind::learned) {
     std::vector<float> row(static_cast<size_t>(H));
@@ -299,6 +326,20 @@ void Forward::run(std::span<const PassSequence> seqs) {
     store_kv(l, rows);
     attention(l, rows);
     kernels::linear(L.attn_out, bias(L.attn_out_bias), attn_.data(), QD, m, proj_.data(), H, tp, fast);
+    if (c.post_norms) norm_rows(L.attn_post_norm, Tensor{}, proj_.data(), proj_.data(), m);
+    if (c.parallel_residual) {
+      // x + attn(n1(x)) + ffn(n2(x)): the FFN reads the layer input (or the attention's
+      // own norm output, when they share one), so x is updated once both are done.
+      if (!c.shared_attn_ffn_norm) norm_rows(L.ffn_norm, L.ffn_norm_bias, x_.data(), h_.data(), m);
+      feed_forward(L, m, ffn_out_.data());
+      kernels::add_inplace(x_.data(), proj_.data(), m * H);
+      kernels::add_inplace(x_.data(), ffn_out_.data(), m * H);
+      if (options_.trace) {
+        name = "blk." + std::to_string(l) + ".ffn_out";
+        trace(name, x_.data(), m, H);
+      }
+      continue;
+    }
     kernels::add_inplace(x_.data(), proj_.data(), m * H);
     if (options_.trace) {
       name = "blk." + std::to_string(l) + ".attn_out";
@@ -306,15 +347,7 @@ void Forward::run(std::span<const PassSequence> seqs) {
     }
 
     norm_rows(L.ffn_norm, L.ffn_norm_bias, x_.data(), h_.data(), m);
-    if (c.ffn == FfnKind::swiglu) {
-      kernels::linear(L.ffn_gate, nullptr, h_.data(), H, m, gate_.data(), F, tp, fast);
-      kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, up_.data(), F, tp, fast);
-      kernels::silu_mul(gate_.data(), up_.data(), m * F);
-    } else {
-      kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, gate_.data(), F, tp, fast);
-      kernels::gelu_tanh(gate_.data(), m * F);
-    }
-    kernels::linear(L.ffn_down, bias(L.ffn_down_bias), gate_.data(), F, m, proj_.data(), H, tp, fast);
+    feed_forward(L, m, proj_.data());
     kernels::add_inplace(x_.data(), proj_.data(), m * H);
     if (options_.trace) {
       name = "blk." + std::to_string(l) + ".ffn_out";
@@ -372,6 +405,9 @@ void Forward::run(std::span<const PassSequence> seqs) {
   r.logits.resize(static_cast<size_t>(n_logits * c.vocab_size));
   if (n_logits > 0) {
     kernels::linear(w.output, nullptr, h_.data(), H, n_logits, r.logits.data(), c.vocab_size, tp, fast);
+    if (c.final_logit_softcap > 0) {
+      kernels::softcap(r.logits.data(), n_logits * c.vocab_size, static_cast<float>(c.final_logit_softcap));
+    }
   }
   trace("logits", r.logits.data(), n_logits, c.vocab_size);
   // Commit: a trace hook that throws above leaves the last pass's results readable.

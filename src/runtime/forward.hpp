@@ -73,6 +73,7 @@ class Forward {
   void store_kv(int64_t layer, const Rows& rows);
   void attention(int64_t layer, const Rows& rows);
   void norm_rows(const Tensor& w, const Tensor& b, const float* in, float* out, int64_t n) const;
+  void feed_forward(const LayerWeights& layer, int64_t m, float* out);
   void trace(std::string_view name, const float* values, int64_t n, int64_t dim) const;
   void rope_angles(int64_t position, float* cos_out, float* sin_out) const;
 
@@ -84,6 +85,7 @@ class Forward {
 
   // Scratch, sized for the largest pass so far.
   std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, out_rows_;
+  std::vector<float> ffn_out_;  // [m, hidden] the FFN's output beside proj_ (parallel residual)
   std::vector<float> cos_, sin_;  // [M, rope_dims/2]
   // Results: a committed set and the one being written (swapped when a pass succeeds).
   struct Results {

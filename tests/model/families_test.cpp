@@ -33,6 +33,7 @@ loom::ModelConfig family_config(const std::string& family) {
     c.norm = loom::NormKind::layer_norm;
     c.norm_bias = true;
     c.ffn = loom::FfnKind::gelu_mlp;
+    c.activation = loom::Activation::gelu_tanh;
     c.position = loom::PositionKind::learned;
     c.qkv_bias = c.attn_out_bias = c.ffn_bias = true;
     c.n_kv_heads = c.n_heads;

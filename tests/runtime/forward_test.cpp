@@ -113,6 +113,7 @@ TEST_CASE("forward matches the reference: GPT-2 style LayerNorm, GELU, learned p
   config.norm = loom::NormKind::layer_norm;
   config.norm_bias = true;
   config.ffn = loom::FfnKind::gelu_mlp;
+  config.activation = loom::Activation::gelu_tanh;
   config.position = loom::PositionKind::learned;
   config.qkv_bias = config.attn_out_bias = config.ffn_bias = true;
   config.n_kv_heads = config.n_heads;

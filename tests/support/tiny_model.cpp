@@ -120,7 +120,7 @@ void rope(const ModelConfig& c, double* v, int64_t pos, const std::vector<double
 struct RefWeights {
   Vec tok, pos, out_norm, out_norm_b, out;
   struct Layer {
-    Vec an, anb, q, k, v, qb, kb, vb, o, ob, fn, fnb, g, u, ub, d, db;
+    Vec an, anb, q, k, v, qb, kb, vb, o, ob, fn, fnb, g, u, ub, d, db, apn, fpn;
   };
   std::vector<Layer> layers;
 };
@@ -140,9 +140,10 @@ Mat run_reference(const ModelConfig& c, const ModelWeights& w, std::span<const i
     r.layers.push_back({to_double(L.attn_norm), opt(L.attn_norm_bias), to_double(L.attn_q),
                         to_double(L.attn_k), to_double(L.attn_v), opt(L.attn_q_bias),
                         opt(L.attn_k_bias), opt(L.attn_v_bias), to_double(L.attn_out),
-                        opt(L.attn_out_bias), to_double(L.ffn_norm), opt(L.ffn_norm_bias),
+                        opt(L.attn_out_bias), opt(L.ffn_norm), opt(L.ffn_norm_bias),
                         opt(L.ffn_gate), to_double(L.ffn_up), opt(L.ffn_up_bias),
-                        to_double(L.ffn_down), opt(L.ffn_down_bias)});
+                        to_double(L.ffn_down), opt(L.ffn_down_bias), opt(L.attn_post_norm),
+                        opt(L.ffn_post_norm)});
   }
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t H = c.hidden_size, hd = c.head_dim, QD = c.q_dim(), KVD = c.kv_dim(),
@@ -151,11 +152,13 @@ Mat run_reference(const ModelConfig& c, const ModelWeights& w, std::span<const i
   Mat x(static_cast<size_t>(n), Vec(static_cast<size_t>(H)));
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < H; ++i) {
-      x[t][i] = r.tok[static_cast<size_t>(tokens[t] * H + i)] +
+      // The embedding scale is applied in f32 by the engines (Gemma's normalizer).
+      x[t][i] = r.tok[static_cast<size_t>(tokens[t] * H + i)] * c.embedding_scale +
                 (r.pos.empty() ? 0.0 : r.pos[static_cast<size_t>(t * H + i)]);
     }
   }
-  for (const auto& L : r.layers) {
+  for (size_t layer = 0; layer < r.layers.size(); ++layer) {
+    const auto& L = r.layers[layer];
     Mat q(n), k(n), v(n);
     for (int64_t t = 0; t < n; ++t) {
       const Vec h = norm(c, x[t], L.an, ptr(L.anb));
@@ -172,13 +175,15 @@ Mat run_reference(const ModelConfig& c, const ModelWeights& w, std::span<const i
       Vec att(static_cast<size_t>(QD), 0.0);
       for (int64_t hh = 0; hh < c.n_heads; ++hh) {
         const int64_t g = hh / group;
-        const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
+        const bool slides = c.layer_slides(static_cast<int64_t>(layer));
+        const int64_t first = slides ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
         std::vector<double> s;
         double mx = -1e300;
         for (int64_t j = first; j <= t; ++j) {
           double d = 0.0;
           for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[j][g * hd + i];
-          d /= std::sqrt(static_cast<double>(hd));
+          d /= std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : static_cast<double>(hd));
+          if (c.attn_logit_softcap > 0) d = c.attn_logit_softcap * std::tanh(d / c.attn_logit_softcap);
           s.push_back(d);
           mx = std::max(mx, d);
         }
@@ -189,27 +194,50 @@ Mat run_reference(const ModelConfig& c, const ModelWeights& w, std::span<const i
           for (int64_t i = 0; i < hd; ++i) att[hh * hd + i] += p * v[j][g * hd + i];
         }
       }
-      const Vec o = matvec(L.o, H, QD, att, ptr(L.ob));
-      for (int64_t i = 0; i < H; ++i) x[t][i] += o[i];
-      const Vec h = norm(c, x[t], L.fn, ptr(L.fnb));
+      Vec o = matvec(L.o, H, QD, att, ptr(L.ob));
+      if (c.post_norms) o = norm(c, o, L.apn, nullptr);
+      // Parallel residual: the FFN reads the layer input (x before the attention is added).
+      const Vec ffn_in = c.parallel_residual ? x[t] : Vec{};
+      if (!c.parallel_residual) {
+        for (int64_t i = 0; i < H; ++i) x[t][i] += o[i];
+      }
+      const Vec h = c.shared_attn_ffn_norm ? norm(c, ffn_in, L.an, ptr(L.anb))
+                                           : norm(c, c.parallel_residual ? ffn_in : x[t], L.fn, ptr(L.fnb));
+      auto act = [&](double e) {
+        switch (c.activation) {
+          case Activation::silu: return e / (1.0 + std::exp(-e));
+          case Activation::gelu_tanh:
+            return 0.5 * e * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (e + 0.044715 * e * e * e)));
+          case Activation::gelu_erf: return 0.5 * e * (1.0 + std::erf(e / std::sqrt(2.0)));
+        }
+        return e;
+      };
       Vec a;
-      if (c.ffn == FfnKind::swiglu) {
+      if (c.ffn == FfnKind::gated) {
         const Vec gg = matvec(L.g, F, H, h, nullptr);
         const Vec uu = matvec(L.u, F, H, h, ptr(L.ub));
         a.resize(static_cast<size_t>(F));
-        for (int64_t i = 0; i < F; ++i) a[i] = gg[i] / (1.0 + std::exp(-gg[i])) * uu[i];
+        for (int64_t i = 0; i < F; ++i) a[i] = act(gg[i]) * uu[i];
       } else {
         a = matvec(L.u, F, H, h, ptr(L.ub));
-        for (auto& e : a) e = 0.5 * e * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (e + 0.044715 * e * e * e)));
+        for (auto& e : a) e = act(e);
       }
-      const Vec d = matvec(L.d, H, F, a, ptr(L.db));
+      Vec d = matvec(L.d, H, F, a, ptr(L.db));
+      if (c.post_norms) d = norm(c, d, L.fpn, nullptr);
+      if (c.parallel_residual) {
+        for (int64_t i = 0; i < H; ++i) x[t][i] += o[i];
+      }
       for (int64_t i = 0; i < H; ++i) x[t][i] += d[i];
     }
   }
   Mat out;
   for (int64_t t = 0; t < n; ++t) {
     const Vec h = norm(c, x[t], r.out_norm, ptr(r.out_norm_b));
-    out.push_back(want_logits ? matvec(r.out, c.vocab_size, H, h, nullptr) : h);
+    Vec row = want_logits ? matvec(r.out, c.vocab_size, H, h, nullptr) : h;
+    if (want_logits && c.final_logit_softcap > 0) {
+      for (auto& e : row) e = c.final_logit_softcap * std::tanh(e / c.final_logit_softcap);
+    }
+    out.push_back(std::move(row));
   }
   return out;
 }
@@ -225,12 +253,10 @@ ModelWeights random_weights(const ModelConfig& c, uint32_t seed, DType matrix_dt
     if (slot.name == "output" && c.tie_word_embeddings) continue;
     const int64_t layers = slot.per_layer ? c.n_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
-      const bool is_norm = slot.role == slots::Role::vector &&
-                           slot.name.find("norm") != std::string_view::npos &&
-                           slot.name.find("bias") == std::string_view::npos;
-      const DType dt = slot.role == slots::Role::vector ? DType::f32 : matrix_dtype;
+      const bool is_norm = slot.role == slots::Role::norm;
+      const DType dt = slots::is_vector(slot.role) ? DType::f32 : matrix_dtype;
       const float mean = is_norm ? 1.0f : 0.0f;
-      const float sd = is_norm ? 0.1f : (slot.role == slots::Role::vector ? 0.05f : std);
+      const float sd = is_norm ? 0.1f : (slots::is_vector(slot.role) ? 0.05f : std);
       slots::tensor_of(w, slot, l) = random_tensor(slot.shape(c), dt, rng, mean, sd);
     }
   }

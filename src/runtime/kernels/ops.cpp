@@ -60,6 +60,56 @@ void gelu_tanh(float* x, int64_t n) {
   }
 }
 
+void gelu_erf(float* x, int64_t n) {
+  constexpr float kInvSqrt2 = 0.70710678118654752f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
+  }
+}
+
+namespace {
+
+void silu(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
+// One row per Activation, in enum order (checked below).
+struct ActivationKernel {
+  Activation id;
+  void (*apply)(float*, int64_t);
+};
+constexpr ActivationKernel kActivations[] = {
+    {Activation::silu, silu},
+    {Activation::gelu_tanh, gelu_tanh},
+    {Activation::gelu_erf, gelu_erf},
+};
+constexpr bool in_enum_order() {
+  for (size_t i = 0; i < std::size(kActivations); ++i) {
+    if (static_cast<size_t>(kActivations[i].id) != i) return false;
+  }
+  return true;
+}
+static_assert(in_enum_order(), "kActivations must list every Activation in enum order");
+
+}  // namespace
+
+void activate(Activation act, float* x, int64_t n) { kActivations[static_cast<size_t>(act)].apply(x, n); }
+
+void activate_mul(Activation act, float* gate, const float* up, int64_t n) {
+  if (act == Activation::silu) return silu_mul(gate, up, n);
+  activate(act, gate, n);
+  for (int64_t i = 0; i < n; ++i) gate[i] *= up[i];
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+void scale_inplace(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

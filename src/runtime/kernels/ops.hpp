@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <span>
 
+#include "loom/config.hpp"
+
 namespace loom::kernels {
 
 // out = x / sqrt(mean(x^2) + eps) * weight   (eps inside the square root)
@@ -18,6 +20,16 @@ void softmax(float* x, int64_t n);
 void silu_mul(float* gate, const float* up, int64_t n);
 // x[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (GPT-2's "gelu_new")
 void gelu_tanh(float* x, int64_t n);
+// x[i] = 0.5 x (1 + erf(x / sqrt(2)))   (PyTorch's exact GELU, HF "gelu")
+void gelu_erf(float* x, int64_t n);
+// x[i] = act(x[i]), the function ModelConfig's activation names (one table row each).
+void activate(Activation act, float* x, int64_t n);
+// gate[i] = act(gate[i]) * up[i]; for silu exactly silu_mul.
+void activate_mul(Activation act, float* gate, const float* up, int64_t n);
+// x[i] = cap * tanh(x[i] / cap)   (Gemma 2's logit soft-capping)
+void softcap(float* x, int64_t n, float cap);
+// x[i] *= s
+void scale_inplace(float* x, int64_t n, float s);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 float dot(const float* a, const float* b, int64_t n);
