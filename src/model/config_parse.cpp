@@ -416,6 +416,14 @@ ModelConfig from_gguf(const WeightSource& source) {
   c.sliding_window = g.integer("attention.sliding_window").value_or(0);
 
   if (spec->gguf_config != nullptr) spec->gguf_config(GgufReader(g, source), c);
+  // loom's own keys for what GGUF cannot say (written by the exporter, see there).
+  if (const MetaValue* act = source.metadata().find("loom.activation");
+      act != nullptr && act->type() == MetaValue::Type::string) {
+    c.activation = arch::activation_from_name(act->as_string(), path);
+  }
+  if (const MetaValue* scalar = source.metadata().find("loom.query_pre_attn_scalar"); scalar != nullptr) {
+    c.query_pre_attn_scalar = scalar->as_double();
+  }
 
   if (const MetaValue* type = g.find("rope.scaling.type"); type != nullptr && type->type() == MetaValue::Type::string) {
     const std::string& t = type->as_string();

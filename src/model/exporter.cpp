@@ -219,6 +219,14 @@ Metadata gguf_metadata(const ModelConfig& c, const arch::ArchitectureSpec& spec,
   if (c.parallel_residual) md.set(a + ".use_parallel_residual", MetaValue::of_bool(true));
   if (c.attn_logit_softcap > 0) f32("attn_logit_softcapping", c.attn_logit_softcap);
   if (c.final_logit_softcap > 0) f32("final_logit_softcapping", c.final_logit_softcap);
+  // What GGUF has no key for and llama.cpp derives from the family, loom states under
+  // its own keys when the model differs from that derivation (config_parse reads them):
+  // an activation other than the family's (GPT-2 with the exact GELU), Gemma 2's query
+  // scale.
+  if (c.activation != spec.activation) {
+    md.set("loom.activation", MetaValue::of_string(std::string(arch::activation_name(c.activation))));
+  }
+  if (c.query_pre_attn_scalar > 0) md.set("loom.query_pre_attn_scalar", MetaValue::of_float(c.query_pre_attn_scalar, T::f32));
   switch (c.rope_scaling.kind) {
     case RopeScalingKind::none: break;
     case RopeScalingKind::linear:

@@ -76,6 +76,7 @@ TEST_CASE("C API reference: each model's first greedy token is the independent e
   LOOM_REQUIRE_REFERENCE(ref);
   struct Case {
     std::string source, prompt;
+    std::string engine = "";  // "" llama.cpp's logits, ".np-f64" numpy's
   };
   const std::vector<Case> cases{
       {"stories260K/hf", "stories260K/logits/once_upon"},
@@ -85,12 +86,19 @@ TEST_CASE("C API reference: each model's first greedy token is the independent e
       {"mistral-tiny-nosw/hf", "mistral-tiny-nosw/logits/capital"},
       {"phi3-tiny/phi3-tiny-f32.gguf", "phi3-tiny/logits/code-add"},
       {"small-quant/small-quant-q4_k.gguf", "small-quant/logits/story"},
+      // The GELU families, against numpy's float64 forward (HF semantics).
+      {"falcon-tiny/hf", "falcon-tiny/logits/capital", ".np-f64"},
+      {"falcon-tiny-newdec/falcon-tiny-newdec-f32.gguf", "falcon-tiny-newdec/logits/capital", ".np-f64"},
+      {"gptneox-tiny/gptneox-tiny-f32.gguf", "gptneox-tiny/logits/capital", ".np-f64"},
+      {"gemma-tiny/hf", "gemma-tiny/logits/capital", ".np-f64"},
+      {"gemma2-tiny/gemma2-tiny-f32.gguf", "gemma2-tiny/logits/capital", ".np-f64"},
+      {"gemma2-tiny-27b/hf", "gemma2-tiny-27b/logits/capital", ".np-f64"},
   };
   for (const auto& c : cases) {
     INFO(c.source);
     const auto base = ref / "models";
     const auto ids = t::read_ids(base / (c.prompt + ".ids.txt"));
-    std::string logits_file = c.prompt + ".logits.txt";
+    std::string logits_file = c.prompt + c.engine + ".logits.txt";
     if (c.source.find("q4_k") != std::string::npos) logits_file = c.prompt + ".q4_k.logits.txt";
     const auto logits = t::read_logits(base / logits_file);
     loom_model* m = load_quiet((base / c.source).string());
@@ -109,7 +117,11 @@ TEST_CASE("C API reference: each model's first greedy token is the independent e
     loom_generate_params gp;
     loom_generate_params_init(&gp);
     gp.max_tokens = 8;
-    REQUIRE(loom_generate(s, greedy, "The", 3, &gp, nullptr, nullptr) == LOOM_OK);
+    loom_generate_result r;
+    loom_generate_result_init(&r);
+    REQUIRE(loom_generate(s, greedy, "The", 3, &gp, &r, nullptr) == LOOM_OK);
+    CHECK(r.generated_tokens >= 1);
+    CHECK((r.generated_tokens == 8 || r.stop_reason == LOOM_STOP_EOS));
     loom_sampler_free(greedy);
     loom_session_free(s);
     loom_model_free(m);

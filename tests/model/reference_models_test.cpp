@@ -159,6 +159,64 @@ TEST_CASE("reference: phi3-tiny (fused qkv_proj and gate_up_proj) matches llama.
   run_cases(cases);
 }
 
+// The GELU families (issue 16). Their reference is numpy's float64 forward with
+// Hugging Face semantics (exact erf GELU where the config says "gelu"): llama.cpp
+// evaluates every GELU as tanh through an f16 table, so its logits are a second opinion
+// at the gap FAMILIES.md measures for each model.
+TEST_CASE("reference: falcon-tiny (multi-query, fused qkv, one shared LayerNorm, parallel, exact GELU)") {
+  std::vector<Case> cases;
+  for (const std::string source : {"hf", "falcon-tiny-f32.gguf"}) {
+    cases.push_back({"falcon-tiny", source, "capital", "capital.np-f64.logits.txt", 1e-4});
+    cases.push_back({"falcon-tiny", source, "capital", "capital.logits.txt", 2e-3});
+  }
+  run_cases(cases);
+}
+
+TEST_CASE("reference: falcon-tiny-newdec (40B style: grouped KV heads, per-group qkv, two norms)") {
+  std::vector<Case> cases;
+  for (const std::string source : {"hf", "falcon-tiny-newdec-f32.gguf"}) {
+    cases.push_back({"falcon-tiny-newdec", source, "capital", "capital.np-f64.logits.txt", 1e-4});
+    cases.push_back({"falcon-tiny-newdec", source, "capital", "capital.logits.txt", 2e-3});
+  }
+  run_cases(cases);
+}
+
+TEST_CASE("reference: gptneox-tiny (per-head qkv, partial rotary, parallel residual, untied embed_out)") {
+  std::vector<Case> cases;
+  for (const std::string source : {"hf", "gptneox-tiny-f32.gguf"}) {
+    cases.push_back({"gptneox-tiny", source, "capital", "capital.np-f64.logits.txt", 1e-4});
+    cases.push_back({"gptneox-tiny", source, "capital", "capital.logits.txt", 2e-3});
+  }
+  run_cases(cases);
+}
+
+TEST_CASE("reference: gemma-tiny (MQA, head_dim x heads != hidden, GeGLU, 1+w norms, scaled embeddings)") {
+  std::vector<Case> cases;
+  for (const std::string source : {"hf", "gemma-tiny-f32.gguf"}) {
+    cases.push_back({"gemma-tiny", source, "capital", "capital.np-f64.logits.txt", 1e-4});
+    cases.push_back({"gemma-tiny", source, "capital", "capital.logits.txt", 1e-4});
+  }
+  run_cases(cases);
+}
+
+TEST_CASE("reference: gemma2-tiny and gemma2-tiny-27b (post norms, soft-caps, alternating window, query scale)") {
+  std::vector<Case> cases;
+  for (const std::string model : {"gemma2-tiny", "gemma2-tiny-27b"}) {
+    for (const std::string& source : {std::string("hf"), model + "-f32.gguf"}) {
+      cases.push_back({model, source, "capital", "capital.np-f64.logits.txt", 1e-4});
+      // llama.cpp's f16 GELU table, amplified by 26 or 46 post-FFN norms (1.5e-3 measured).
+      cases.push_back({model, source, "capital", "capital.logits.txt", 5e-3});
+    }
+  }
+  run_cases(cases);
+}
+
+TEST_CASE("reference: gpt2-tiny-gelu runs the exact erf GELU its config names") {
+  // The GGUF describes the gelu_new model (llama.cpp's converter drops the activation),
+  // so only the Hugging Face files carry "gelu".
+  run_cases({{"gpt2-tiny-gelu", "hf", "capital", "capital.np-f64.logits.txt", 1e-4}});
+}
+
 TEST_CASE("reference: model tokenizers reproduce the ids llama.cpp fed each model") {
   LOOM_REQUIRE_REFERENCE(ref);
   struct Tok {
