@@ -13,6 +13,7 @@
 #include "loom/tokenizer.hpp"
 #include "model/architectures.hpp"
 #include "model/weight_slots.hpp"
+#include "model/rope_frequencies.hpp"
 #include "model/rope_order.hpp"
 
 namespace loom {
@@ -158,27 +159,6 @@ void write_text_atomically(const std::filesystem::path& path, const std::string&
 
 // ---- GGUF metadata ----
 
-std::vector<float> llama3_rope_factors(const ModelConfig& c) {
-  const auto& rs = c.rope_scaling;
-  const double orig = static_cast<double>(rs.original_max_positions);
-  const double low_wavelen = orig / rs.low_freq_factor;
-  const double high_wavelen = orig / rs.high_freq_factor;
-  std::vector<float> factors;
-  for (int64_t i = 0; i < c.rope_dims / 2; ++i) {
-    const double freq = 1.0 / std::pow(c.rope_theta, 2.0 * static_cast<double>(i) / static_cast<double>(c.rope_dims));
-    const double wavelen = 2.0 * std::numbers::pi / freq;
-    double f = 1.0;
-    if (wavelen > low_wavelen) {
-      f = rs.factor;
-    } else if (wavelen >= high_wavelen) {
-      const double smooth = (orig / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
-      f = 1.0 / ((1.0 - smooth) / rs.factor + smooth);
-    }
-    factors.push_back(static_cast<float>(f));
-  }
-  return factors;
-}
-
 Tensor f32_vector(const std::vector<double>& v) {
   Tensor t = Tensor::empty(Shape{static_cast<int64_t>(v.size())}, DType::f32);
   for (size_t i = 0; i < v.size(); ++i) t.mutable_data<float>()[i] = static_cast<float>(v[i]);
@@ -234,8 +214,7 @@ Metadata gguf_metadata(const ModelConfig& c, const arch::ArchitectureSpec& spec,
       f32("rope.scaling.factor", c.rope_scaling.factor);
       break;
     case RopeScalingKind::llama3: {
-      auto factors = llama3_rope_factors(c);
-      extra_tensors.push_back({"rope_freqs.weight", f32_vector(std::vector<double>(factors.begin(), factors.end()))});
+      extra_tensors.push_back({"rope_freqs.weight", f32_vector(rope::scaling_divisors(c))});
       break;
     }
     case RopeScalingKind::longrope:

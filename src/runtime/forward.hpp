@@ -97,9 +97,4 @@ class Forward {
   Results results_, next_;
 };
 
-// Rotary frequencies (one per rotated pair) with the config's scaling applied, and the
-// LongRoPE magnitude factor.
-std::vector<double> rope_inverse_frequencies(const ModelConfig& config, int64_t context_length);
-double rope_magnitude(const ModelConfig& config);
-
 }  // namespace loom::runtime

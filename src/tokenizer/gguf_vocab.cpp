@@ -182,7 +182,12 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
   impl->pad = id_key("tokenizer.ggml.padding_token_id", std::nullopt);
   std::vector<int32_t> extra_eog;
   for (std::string_view key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
-    if (const auto id = id_key(key, std::nullopt)) extra_eog.push_back(*id);
+    // Only a special token ends a turn: llama.cpp's converter writes CodeGemma's eot id
+    // 107 into every Gemma GGUF, where 107 may be an ordinary (byte) token.
+    const auto id = id_key(key, std::nullopt);
+    if (!id) continue;
+    const int64_t type = type_values[static_cast<size_t>(*id)];
+    if (!types || type == tok::type_control || type == tok::type_user_defined) extra_eog.push_back(*id);
   }
 
   // ---- token attributes; control / unknown / user-defined tokens are matched first ----

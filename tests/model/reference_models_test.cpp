@@ -346,3 +346,15 @@ TEST_CASE("reference: small-quant with every kernel family stays within 3e-2 of 
     }
   }
 }
+
+TEST_CASE("reference: a GGUF end-of-turn id that names an ordinary token does not end generation") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  // llama.cpp's converter writes CodeGemma's eot id 107 into every Gemma GGUF; in this
+  // vocabulary 107 is the byte token <0x68>.
+  auto gemma = loom::load_model(ref / "models/gemma-tiny/gemma-tiny-f32.gguf", loom::test::quiet_load_options());
+  CHECK(gemma->config().eos_token_ids == std::vector<int32_t>{2});
+  CHECK(gemma->tokenizer()->token_text(107) == "<0x68>");
+  // Gemma 2's GGUF has no eot key: the same single end id.
+  auto gemma2 = loom::load_model(ref / "models/gemma2-tiny/gemma2-tiny-f32.gguf", loom::test::quiet_load_options());
+  CHECK(gemma2->config().eos_token_ids == std::vector<int32_t>{2});
+}
