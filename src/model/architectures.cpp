@@ -363,21 +363,17 @@ void gptneox_gguf(const ConfigReader& cfg, ModelConfig& c) {
   c.parallel_residual = cfg.boolean("use_parallel_residual").value_or(true);
 }
 
-// Gemma 2: query_pre_attn_scalar and both soft-caps; the window slides on even layers.
+// Gemma 2: query_pre_attn_scalar, and a window (4096 unless given) on its even layers.
 void gemma2_hf(const ConfigReader& cfg, ModelConfig& c) {
   c.query_pre_attn_scalar = cfg.number("query_pre_attn_scalar").value_or(static_cast<double>(c.head_dim));
-  c.attn_logit_softcap = cfg.number("attn_logit_softcapping").value_or(0.0);
-  c.final_logit_softcap = cfg.number("final_logit_softcapping").value_or(0.0);
   c.sliding_window = cfg.integer("sliding_window").value_or(4096);
 }
 
 // GGUF has no key for the query scale: llama.cpp (c392e50) derives it from the model
 // size, hidden/heads for the 27B shape (46 layers) and head_dim otherwise.
-void gemma2_gguf(const ConfigReader& cfg, ModelConfig& c) {
+void gemma2_gguf(const ConfigReader&, ModelConfig& c) {
   c.query_pre_attn_scalar = c.n_layers == 46 ? static_cast<double>(c.hidden_size / c.n_heads)
                                              : static_cast<double>(c.head_dim);
-  c.attn_logit_softcap = cfg.number("attn_logit_softcapping").value_or(0.0);
-  c.final_logit_softcap = cfg.number("final_logit_softcapping").value_or(0.0);
 }
 
 using N = NormKind;

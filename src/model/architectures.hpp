@@ -76,6 +76,9 @@ struct ConfigKeys {
   std::array<std::string_view, 3> partial_rotary{"partial_rotary_factor"};
   std::array<std::string_view, 3> activation{"hidden_act"};
   std::array<std::string_view, 3> parallel_residual{};
+  std::array<std::string_view, 3> head_dim{"head_dim"};
+  std::array<std::string_view, 3> attn_logit_softcap{"attn_logit_softcapping"};
+  std::array<std::string_view, 3> final_logit_softcap{"final_logit_softcapping"};
 };
 
 // Reads the keys a family's config hook needs, from config.json or GGUF metadata

@@ -9,6 +9,7 @@
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
 #include "model/architectures.hpp"
+#include "model/config_fields.hpp"
 
 namespace loom::config_parse {
 
@@ -243,36 +244,16 @@ ModelConfig from_hf_json(std::string_view text, const std::string& path, std::ve
   ModelConfig c;
   apply_spec(*spec, c);
 
-  c.vocab_size = json.required_integer(keys.vocab_size);
-  c.hidden_size = json.required_integer(keys.hidden_size);
-  c.n_layers = json.required_integer(keys.n_layers);
-  c.n_heads = json.required_integer(keys.n_heads);
-  c.n_kv_heads = json.first_integer(keys.n_kv_heads).value_or(c.n_heads);
-  if (auto ffn = json.first_integer(keys.intermediate_size)) {
-    c.intermediate_size = *ffn;
-  } else if (spec->intermediate_multiple > 0) {
-    if (__builtin_mul_overflow(spec->intermediate_multiple, c.hidden_size, &c.intermediate_size)) {
-      fail(path, "config field 'hidden_size' (" + std::to_string(c.hidden_size) + ") is out of range");
-    }
-  } else {
-    fail(path, "config field 'intermediate_size' is missing");
+  // The numeric fields, from the config-field table (model/config_fields.cpp).
+  try {
+    config_fields::read_all(
+        *spec, true, c, [&](std::string_view key) { return json.integer(key); },
+        [&](std::string_view key) { return json.number(key); },
+        [&](std::string_view key) { fail(path, "config field '" + std::string(key) + "' is missing"); });
+  } catch (const Error& e) {
+    throw e.with_context({.file = path});
   }
-  if (auto positions = json.first_integer(keys.max_positions)) {
-    c.max_positions = *positions;
-  } else if (spec->default_max_positions > 0) {
-    c.max_positions = spec->default_max_positions;
-  } else {
-    c.max_positions = json.required_integer(keys.max_positions);
-  }
-  c.norm_eps = json.first_number(keys.norm_eps).value_or(1e-5);
-  if (c.n_heads <= 0) fail(path, "config field 'num_attention_heads' must be positive");
-  c.head_dim = json.integer("head_dim").value_or(c.hidden_size / c.n_heads);
-  if (!json.integer("head_dim") && c.hidden_size % c.n_heads != 0) {
-    fail(path, "config field 'hidden_size' (" + std::to_string(c.hidden_size) +
-                   ") is not a multiple of num_attention_heads (" + std::to_string(c.n_heads) +
-                   ") and head_dim is not given");
-  }
-  c.rope_theta = json.first_number(keys.rope_theta).value_or(10000.0);
+  // config.json states the rotated share of each head; RoPE needs the dimensions.
   const double partial = json.first_number(keys.partial_rotary).value_or(1.0);
   c.rope_dims = static_cast<int64_t>(std::llround(static_cast<double>(c.head_dim) * partial));
   parse_rope_scaling(json, c);
@@ -396,24 +377,17 @@ ModelConfig from_gguf(const WeightSource& source) {
   GgufConfig g(source, gguf_arch);
   ModelConfig c;
   apply_spec(*spec, c);
-  c.hidden_size = g.required("embedding_length");
-  c.n_layers = g.required("block_count");
-  c.n_heads = g.required("attention.head_count");
-  c.n_kv_heads = g.integer("attention.head_count_kv").value_or(c.n_heads);
-  c.intermediate_size = g.integer("feed_forward_length").value_or(spec->intermediate_multiple * c.hidden_size);
-  c.max_positions = g.required("context_length");
-  if (auto eps = g.number("attention.layer_norm_rms_epsilon")) {
-    c.norm_eps = *eps;
-  } else {
-    c.norm_eps = g.number("attention.layer_norm_epsilon").value_or(1e-5);
+  // The numeric fields, from the config-field table (model/config_fields.cpp). An
+  // explicit window in a GGUF is honoured for every family (llama.cpp's converter writes
+  // none for Mistral, so its Mistral GGUFs run with full attention, as there).
+  try {
+    config_fields::read_all(
+        *spec, false, c, [&](std::string_view key) { return g.integer(key); },
+        [&](std::string_view key) { return g.number(key); },
+        [&](std::string_view key) { fail(path, "GGUF key '" + gguf_arch + "." + std::string(key) + "' is missing"); });
+  } catch (const Error& e) {
+    throw e.with_context({.file = path});
   }
-  if (c.n_heads <= 0) fail(path, "GGUF key '" + gguf_arch + ".attention.head_count' must be positive");
-  c.head_dim = g.integer("attention.key_length").value_or(c.hidden_size / c.n_heads);
-  c.rope_theta = g.number("rope.freq_base").value_or(10000.0);
-  c.rope_dims = g.integer("rope.dimension_count").value_or(c.head_dim);
-  // An explicit window in a GGUF is honoured for every family (llama.cpp's converter
-  // writes none for Mistral, so its Mistral GGUFs run with full attention, as there).
-  c.sliding_window = g.integer("attention.sliding_window").value_or(0);
 
   if (spec->gguf_config != nullptr) spec->gguf_config(GgufReader(g, source), c);
   // loom's own keys for what GGUF cannot say (written by the exporter, see there).
@@ -456,16 +430,18 @@ ModelConfig from_gguf(const WeightSource& source) {
     c.rope_scaling.original_max_positions = g.integer("rope.scaling.original_context_length").value_or(c.max_positions);
   }
 
-  if (auto v = g.integer("vocab_size")) {
-    c.vocab_size = *v;
-  } else if (const MetaValue* tokens = source.metadata().find("tokenizer.ggml.tokens");
-             tokens != nullptr && tokens->type() == MetaValue::Type::array) {
-    c.vocab_size = static_cast<int64_t>(tokens->as_array().size());
-  } else if (const TensorRecord* embd = source.find("token_embd.weight"); embd != nullptr && embd->shape.rank() == 2) {
-    c.vocab_size = embd->shape[0];
-  } else {
-    fail(path, "cannot tell the vocabulary size: no '" + gguf_arch +
-                   ".vocab_size', no tokenizer.ggml.tokens and no token_embd.weight");
+  // <arch>.vocab_size is optional (read with the table above): else the tokenizer's
+  // size, else the embedding's rows.
+  if (c.vocab_size <= 0) {
+    if (const MetaValue* tokens = source.metadata().find("tokenizer.ggml.tokens");
+        tokens != nullptr && tokens->type() == MetaValue::Type::array) {
+      c.vocab_size = static_cast<int64_t>(tokens->as_array().size());
+    } else if (const TensorRecord* embd = source.find("token_embd.weight"); embd != nullptr && embd->shape.rank() == 2) {
+      c.vocab_size = embd->shape[0];
+    } else {
+      fail(path, "cannot tell the vocabulary size: no '" + gguf_arch +
+                     ".vocab_size', no tokenizer.ggml.tokens and no token_embd.weight");
+    }
   }
   // GGUF has no tie flag: a missing output.weight means the embedding is reused.
   c.tie_word_embeddings = source.find("output.weight") == nullptr;

@@ -13,6 +13,7 @@
 #include "loom/tokenizer.hpp"
 #include "model/architectures.hpp"
 #include "model/weight_slots.hpp"
+#include "model/config_fields.hpp"
 #include "model/rope_frequencies.hpp"
 #include "model/rope_order.hpp"
 
@@ -175,30 +176,18 @@ Metadata gguf_metadata(const ModelConfig& c, const arch::ArchitectureSpec& spec,
   md.set("general.architecture", MetaValue::of_string(a));
   md.set("general.name", MetaValue::of_string(c.architecture));
   md.set("general.file_type", MetaValue::of_uint(0, T::u32));
-  u32("context_length", c.max_positions);
-  u32("embedding_length", c.hidden_size);
-  u32("block_count", c.n_layers);
-  u32("feed_forward_length", c.intermediate_size);
-  u32("attention.head_count", c.n_heads);
-  u32("attention.head_count_kv", c.n_kv_heads);
-  if (c.norm == NormKind::rms_norm) {
-    f32("attention.layer_norm_rms_epsilon", c.norm_eps);
-  } else {
-    f32("attention.layer_norm_epsilon", c.norm_eps);
+  // The numeric fields, from the config-field table, under llama.cpp's keys.
+  for (const auto& f : config_fields::all()) {
+    if (f.gguf_keys[0].empty() || (f.gguf_write != nullptr && !f.gguf_write(c))) continue;
+    const std::string key(f.gguf_key_by_norm && c.norm == NormKind::layer_norm ? f.gguf_keys[1] : f.gguf_keys[0]);
+    if (f.integer != nullptr) {
+      u32(key, c.*f.integer);
+    } else {
+      f32(key, c.*f.number);
+    }
   }
-  if (c.position == PositionKind::rope) {
-    f32("rope.freq_base", c.rope_theta);
-    u32("rope.dimension_count", c.rope_dims);
-  }
-  if (c.head_dim * c.n_heads != c.hidden_size) {
-    u32("attention.key_length", c.head_dim);
-    u32("attention.value_length", c.head_dim);
-  }
-  u32("vocab_size", c.vocab_size);
-  if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+  if (c.head_dim * c.n_heads != c.hidden_size) u32("attention.value_length", c.head_dim);
   if (c.parallel_residual) md.set(a + ".use_parallel_residual", MetaValue::of_bool(true));
-  if (c.attn_logit_softcap > 0) f32("attn_logit_softcapping", c.attn_logit_softcap);
-  if (c.final_logit_softcap > 0) f32("final_logit_softcapping", c.final_logit_softcap);
   // What GGUF has no key for and llama.cpp derives from the family, loom states under
   // its own keys when the model differs from that derivation (config_parse reads them):
   // an activation other than the family's (GPT-2 with the exact GELU), Gemma 2's query
@@ -244,17 +233,17 @@ std::string hf_config_json(const ModelConfig& c) {
   w.begin_object();
   w.key("architectures").begin_array().value(spec.hf_classes[0]).end_array();
   w.field("model_type", spec.hf_model_types[0]);
-  w.field(k.vocab_size[0], c.vocab_size);
-  w.field(k.hidden_size[0], c.hidden_size);
-  w.field(k.intermediate_size[0], c.intermediate_size);
-  w.field(k.n_layers[0], c.n_layers);
-  w.field(k.n_heads[0], c.n_heads);
-  if (c.norm == NormKind::rms_norm) w.field(k.n_kv_heads[0], c.n_kv_heads);
-  if (c.head_dim * c.n_heads != c.hidden_size) w.field("head_dim", c.head_dim);
-  w.field(k.max_positions[0], c.max_positions);
-  w.field(k.norm_eps[0], c.norm_eps);
+  // The numeric fields, from the config-field table, each under the family's first key.
+  for (const auto& f : config_fields::all()) {
+    if (f.hf_keys == nullptr || (f.hf_write != nullptr && !f.hf_write(c))) continue;
+    const std::string_view key = (k.*f.hf_keys)[0];
+    if (f.integer != nullptr) {
+      w.field(key, c.*f.integer);
+    } else {
+      w.field(key, c.*f.number);
+    }
+  }
   if (c.position == PositionKind::rope) {
-    w.field(k.rope_theta[0], c.rope_theta);
     if (c.rope_dims != c.head_dim) w.field(k.partial_rotary[0], static_cast<double>(c.rope_dims) / static_cast<double>(c.head_dim));
     w.key("rope_scaling");
     const auto& rs = c.rope_scaling;
@@ -293,8 +282,6 @@ std::string hf_config_json(const ModelConfig& c) {
     w.field("sliding_window", c.sliding_window);
   }
   if (c.query_pre_attn_scalar > 0) w.field("query_pre_attn_scalar", c.query_pre_attn_scalar);
-  if (c.attn_logit_softcap > 0) w.field("attn_logit_softcapping", c.attn_logit_softcap);
-  if (c.final_logit_softcap > 0) w.field("final_logit_softcapping", c.final_logit_softcap);
   if (spec.hf_config_write != nullptr) spec.hf_config_write(c, w);
   w.field("tie_word_embeddings", c.tie_word_embeddings);
   if (c.bos_token_id) w.field("bos_token_id", static_cast<int64_t>(*c.bos_token_id));

@@ -10,6 +10,7 @@
 #include "loom/exporter.hpp"
 #include "loom/loader.hpp"
 #include "loom/session.hpp"
+#include "model/config_fields.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_model.hpp"
 
@@ -108,6 +109,20 @@ void check_family(const std::string& family, const std::vector<Layout>& hf_layou
     o.logger = loom::Logger::silent();
     o.strict = true;
     auto model = loom::load_model(dir / name, o);
+    // Every numeric field of the config-field table, and the variant switches, survive
+    // the writer and the parser of the format.
+    for (const auto& f : loom::config_fields::all()) {
+      INFO("config field " << f.name);
+      if (f.integer != nullptr) CHECK(model->config().*f.integer == config.*f.integer);
+      if (f.number != nullptr) CHECK(model->config().*f.number == Approx(config.*f.number).epsilon(1e-6));
+    }
+    CHECK(model->config().activation == config.activation);
+    CHECK(model->config().parallel_residual == config.parallel_residual);
+    CHECK(model->config().shared_attn_ffn_norm == config.shared_attn_ffn_norm);
+    CHECK(model->config().post_norms == config.post_norms);
+    CHECK(model->config().sliding_window_period == config.sliding_window_period);
+    CHECK(model->config().embedding_scale == config.embedding_scale);
+    CHECK(model->config().query_pre_attn_scalar == config.query_pre_attn_scalar);
     CHECK(model->config().architecture == (family == "mistral" && format == ExportFormat::gguf ? "llama" : config.architecture));
     loom::SessionOptions so;
     so.all_logits = true;
