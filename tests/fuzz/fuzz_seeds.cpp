@@ -9,6 +9,7 @@
 
 #include "format/byte_source.hpp"
 #include "format/zip.hpp"
+#include "model/architectures.hpp"
 #include "fuzz/fuzz_tokenizers.hpp"
 #include "support/llama2c_writer.hpp"
 #include "loom/loader.hpp"
@@ -129,14 +130,27 @@ int main(int argc, char** argv) {
   loom::LoadOptions quiet;
   quiet.logger = loom::Logger::silent();
   const loom::ModelConfig demo_config = loom::load_config(demo, quiet);
-  for (const char* arch : {"llama", "mistral", "qwen2", "phi3", "gpt2", "gemma", "gemma2", "olmo", "stablelm"}) {
+  for (const auto& spec : loom::arch::all_architectures()) {
     loom::ModelConfig c = demo_config;
-    c.architecture = arch;
-    try {
-      write(out / "config_json" / arch, loom::hf_config_json(c));
-    } catch (const loom::Error&) {
-      // a family this build does not write: the others cover its keys
-    }
+    c.architecture = std::string(spec.name);
+    c.activation = spec.activation;
+    write(out / "config_json" / std::string(spec.name), loom::hf_config_json(c));
+  }
+  {
+    // The variants a family's config hook reads: Falcon's 40B layout, Gemma 2's caps.
+    loom::ModelConfig falcon = demo_config;
+    falcon.architecture = "falcon";
+    falcon.norm = loom::NormKind::layer_norm;
+    falcon.parallel_residual = true;
+    falcon.shared_attn_ffn_norm = false;
+    write(out / "config_json" / "falcon_newdec", loom::hf_config_json(falcon));
+    loom::ModelConfig gemma2 = demo_config;
+    gemma2.architecture = "gemma2";
+    gemma2.attn_logit_softcap = 50;
+    gemma2.final_logit_softcap = 30;
+    gemma2.query_pre_attn_scalar = 144;
+    gemma2.sliding_window = 4096;
+    write(out / "config_json" / "gemma2_caps", loom::hf_config_json(gemma2));
   }
   write(out / "config_json" / "rope_llama3",
         R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,"intermediate_size":128,)"
