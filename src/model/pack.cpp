@@ -431,6 +431,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     const Tensor* tensor;
     bool vector;
     bool tied;
+    bool quantizable;  // the slot table's recipe_quantizes
   };
   std::vector<Item> items;
   for (const auto& slot : slots::all_slots()) {
@@ -439,7 +440,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     for (int64_t l = 0; l < layers; ++l) {
       const Tensor& t = slots::tensor_of(weights, slot, l);
       const bool tied = slots::tied_in(config, slot) && slots::shares_tied_storage(weights, slot);
-      items.push_back({slots::full_name(slot, l), &t, slots::is_vector(slot.role), tied});
+      items.push_back({slots::full_name(slot, l), &t, slots::is_vector(slot.role), tied, slot.recipe_quantizes});
     }
   }
 
@@ -447,7 +448,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   // storage is the output projection too, so it gets the output's (usually finer) dtype.
   const bool output_tied = std::any_of(items.begin(), items.end(), [](const Item& it) { return it.tied; });
   auto quantize_to = [&](const Item& item) -> std::optional<DType> {
-    if (!recipe || item.vector) return std::nullopt;
+    if (!recipe || !item.quantizable) return std::nullopt;
     return recipe->dtype_for(item.name == "token_embd" && output_tied ? "output" : item.name);
   };
 

@@ -72,6 +72,10 @@ struct WeightSlot {
   std::string_view shape_fields;
   RopeRows rope_rows = RopeRows::none;
   Slot ties_to = Slot::none;  // the slot whose storage it shares when the config ties them
+  // Whether a quantization recipe (`loom convert --quantize`) may quantize it. Norms and
+  // biases are never quantized (f32 in memory), nor are learned position embeddings
+  // (small, and read one row per token: llama.cpp's quantizer keeps them too).
+  bool recipe_quantizes = true;
 };
 
 std::span<const WeightSlot> all_slots() noexcept;

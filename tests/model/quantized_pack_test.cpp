@@ -205,6 +205,33 @@ TEST_CASE("a tied embedding is quantized once and serves lookup and output proje
   CHECK(rel < 0.23);  // measured 0.155
 }
 
+TEST_CASE("a recipe leaves what the slot table keeps unquantized: norms, biases, learned positions") {
+  // GPT-2's learned position embeddings stay in their stored dtype (as llama.cpp's
+  // quantizer keeps them); its matrices and token embedding take the recipe's type.
+  auto config = t::tiny_llama_config();
+  config.norm = loom::NormKind::layer_norm;
+  config.norm_bias = true;
+  config.ffn = loom::FfnKind::plain;
+  config.activation = loom::Activation::gelu_tanh;
+  config.position = loom::PositionKind::learned;
+  config.qkv_bias = config.attn_out_bias = config.ffn_bias = true;
+  config.n_kv_heads = config.n_heads;
+  config.intermediate_size = 4 * config.hidden_size;
+  config.architecture = "gpt2";
+  config.max_positions = 64;
+  config.tie_word_embeddings = true;
+  t::TempDir dir;
+  loom::export_model(config, t::random_weights(config, 63), dir / "src", loom::ExportFormat::safetensors);
+  loom::write_pack(dir / "src", dir / "p", quantized("q8_0"));
+  auto model = loom::load_model(dir / "p", loom::test::quiet_load_options());
+  const auto& w = model->weights();
+  CHECK(w.position_embd.dtype() == DType::f32);
+  CHECK(w.token_embd.dtype() == DType::q8_0);
+  CHECK(w.layers[0].attn_q.dtype() == DType::q8_0);
+  CHECK(w.layers[0].attn_q_bias.dtype() == DType::f32);
+  CHECK(w.layers[1].ffn_norm.dtype() == DType::f32);
+}
+
 TEST_CASE("bad quantization options fail before any work, naming the problem") {
   auto config = t::tiny_llama_config();
   t::TempDir dir;
