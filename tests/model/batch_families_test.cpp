@@ -171,6 +171,13 @@ TEST_CASE("batch families: every reference family decodes batched bit-identicall
       m / "gpt2-tiny" / "hf",
       m / "mistral-tiny" / "hf",  // sliding window 8: the prompts and steps run past it
       m / "phi3-tiny" / "hf",
+      // The GELU families: parallel residual, shared or two norms, post norms, soft-caps,
+      // a window on every other layer (gemma2-tiny's is 8: the steps run past it).
+      m / "falcon-tiny" / "hf",
+      m / "falcon-tiny-newdec" / "falcon-tiny-newdec-f32.gguf",
+      m / "gptneox-tiny" / "hf",
+      m / "gemma-tiny" / "hf",
+      m / "gemma2-tiny" / "gemma2-tiny-f32.gguf",
   };
   for (const auto& src : sources) check_model(load(src), fs::relative(src, m).string());
 }

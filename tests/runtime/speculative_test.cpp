@@ -252,6 +252,11 @@ TEST_CASE("speculative: greedy equals plain greedy on every reference family wit
       m / "mistral-tiny" / "hf",  // sliding window 8: generation runs past it
       m / "phi3-tiny" / "hf",
       m / "small-quant" / "small-quant-q4_k.gguf",
+      m / "falcon-tiny" / "hf",
+      m / "falcon-tiny-newdec" / "falcon-tiny-newdec-f32.gguf",
+      m / "gptneox-tiny" / "gptneox-tiny-f32.gguf",
+      m / "gemma-tiny" / "hf",
+      m / "gemma2-tiny" / "hf",
   };
   for (const auto& src : sources) {
     const std::string label = fs::relative(src, m).string();
