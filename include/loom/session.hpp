@@ -86,6 +86,13 @@ class Session {
   void reset() noexcept;
   // Forgets tokens from `position` on; later tokens are recomputed when fed again.
   void rollback(int64_t position);
+  // Replaces this session's cache with the first `n` positions of `other`'s cache. The
+  // other session's model must have the same attention shape and positions (layers, KV
+  // heads, head_dim, RoPE and q/k row order); throws Error(invalid_argument) naming what
+  // differs, or Error(context_full) when n exceeds this context. Speculative decoding
+  // starts a quantized copy of the target from the target's prompt cache this way
+  // instead of recomputing it. The logits are cleared: feed a token to get new ones.
+  void copy_cache_from(const Session& other, int64_t n);
 
   // Final hidden states (after the last norm) of `tokens`, pooled, optionally
   // L2-normalized: an embedding for retrieval. Runs on a fresh context (resets).

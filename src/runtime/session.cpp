@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
+#include "loom/convert.hpp"
 #include "loom/error.hpp"
 #include "runtime/forward.hpp"
 #include "runtime/kv_pool.hpp"
@@ -124,6 +126,63 @@ void Session::rollback(int64_t position) {
   }
   state_->kv->truncate(position);
   state_->logit_rows = 0;
+}
+
+void Session::copy_cache_from(const Session& other, int64_t n) {
+  State& s = *state_;
+  const State& o = *other.state_;
+  const ModelConfig& a = s.cfg();
+  const ModelConfig& b = o.cfg();
+  auto differs = [](std::string_view what, int64_t x, int64_t y) {
+    throw Error(ErrorCode::invalid_argument, "cannot copy a KV cache between models of different " + std::string(what) +
+                                                 " (the source's model has " + std::to_string(y) + ", this one " +
+                                                 std::to_string(x) + ")");
+  };
+  if (a.n_layers != b.n_layers) differs("layer counts", a.n_layers, b.n_layers);
+  if (a.n_kv_heads != b.n_kv_heads) differs("KV head counts", a.n_kv_heads, b.n_kv_heads);
+  if (a.head_dim != b.head_dim) differs("head sizes", a.head_dim, b.head_dim);
+  if (a.position != b.position || a.rope_dims != b.rope_dims || a.rope_theta != b.rope_theta ||
+      a.rope_scaling.kind != b.rope_scaling.kind ||
+      s.model->weights().rope_interleaved != o.model->weights().rope_interleaved) {
+    throw Error(ErrorCode::invalid_argument, "cannot copy a KV cache between models whose positions are encoded differently");
+  }
+  if (n < 0 || n > o.kv->length()) {
+    throw Error(ErrorCode::invalid_argument, "cannot copy " + std::to_string(n) + " positions from a cache holding " +
+                                                 std::to_string(o.kv->length()));
+  }
+  if (n > s.context) {
+    throw Error(ErrorCode::context_full, "context full: " + std::to_string(n) + " positions exceed the context length " +
+                                             std::to_string(s.context));
+  }
+  s.kv->truncate(0);
+  s.logit_rows = 0;
+  if (n == 0) return;
+  if (!s.kv->prepare_append(n)) throw Error(ErrorCode::internal, "the session's KV block is missing");
+  const auto hd = static_cast<size_t>(a.head_dim);
+  const bool from16 = o.kv_pool->dtype() == DType::f16;
+  const bool to16 = s.kv_pool->dtype() == DType::f16;
+  std::vector<float> row(hd);
+  for (int64_t p = 0; p < n; ++p) {
+    for (int64_t l = 0; l < a.n_layers; ++l) {
+      for (int kind = 0; kind < 2; ++kind) {
+        for (int64_t g = 0; g < a.n_kv_heads; ++g) {
+          const int64_t src = o.kv_pool->offset(o.kv->block_of(p), l, kind, g, o.kv->slot_of(p));
+          const int64_t dst = s.kv_pool->offset(s.kv->block_of(p), l, kind, g, s.kv->slot_of(p));
+          const float* values = o.kv_pool->f32(src);
+          if (from16) {
+            f16_to_f32(o.kv_pool->f16(src), row.data(), hd);
+            values = row.data();
+          }
+          if (to16) {
+            f32_to_f16(values, s.kv_pool->f16(dst), hd);
+          } else {
+            std::copy(values, values + hd, s.kv_pool->f32(dst));
+          }
+        }
+      }
+    }
+  }
+  s.kv->commit(n);
 }
 
 std::vector<float> Session::embed(std::span<const int32_t> tokens, Pooling pooling,

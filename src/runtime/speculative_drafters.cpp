@@ -61,6 +61,7 @@ class ModelDrafter final : public Drafter {
       check_same_vocabulary(target.model(), *model_);
     }
     synced_ = false;  // a new generation: the first draft feeds its whole prompt
+    target_ = &target;
     if (session_) return;  // later generations sync from the common prefix
     SessionOptions so;
     so.context_length = options_.context_length > 0
@@ -86,6 +87,7 @@ class ModelDrafter final : public Drafter {
     // the draft's context, restart on the most recent tokens instead: catching up would
     // cost a draft pass per token, the price of drafting every one of them; a draft that
     // sees a window is still a valid draft (the target verifies), only a weaker one.
+    if (!synced_ && seed_from_target_) seed_from_target(context, limit);
     if (!synced_ || offset_ > context.size()) {
       offset_ = 0;
     }
@@ -143,9 +145,34 @@ class ModelDrafter final : public Drafter {
   }
 
  private:
+  // A draft with the target's attention shape (a quantized copy of it, above all) starts
+  // from the target's cache of the prompt instead of computing its own: the prompt is
+  // the costly part of starting to draft (a quantized copy's prefill is slower than the
+  // target's own), and the target's keys and values are, if anything, the better ones.
+  // The draft's proposals stay proposals, verified by the target: exactness is not at
+  // stake, only how often they are right. A draft of another shape prefills as before.
+  void seed_from_target(std::span<const int32_t> context, int64_t limit) {
+    if (target_ == nullptr) return;
+    // The target's cache holds every settled token but the newest: context[0, position).
+    const int64_t n = std::min<int64_t>(target_->position(), static_cast<int64_t>(context.size()) - 1);
+    if (n <= 0 || n >= limit) return;
+    try {
+      session_->copy_cache_from(*target_, n);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::invalid_argument) throw;
+      seed_from_target_ = false;  // another shape (checked before anything changed): never try again
+      return;
+    }
+    fed_.assign(context.begin(), context.begin() + n);
+    offset_ = 0;
+    synced_ = true;
+  }
+
   std::shared_ptr<const Model> model_;
   DraftModelOptions options_;
   std::unique_ptr<Session> session_;
+  Session* target_ = nullptr;     // the generation's target session (begin)
+  bool seed_from_target_ = true;  // until a copy is refused for the models' shapes
   static constexpr size_t kMaxCatchUp = 64;  // tokens fed to resync before a window is cheaper
   static constexpr size_t kWindow = 32;      // recent tokens a restarted draft sees
   std::vector<int32_t> fed_;  // the tokens in session_'s KV cache: context[offset_, ...)

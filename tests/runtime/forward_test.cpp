@@ -221,6 +221,52 @@ TEST_CASE("context full, bad ids and rollback leave the session consistent") {
   CHECK(s.kv_cache_bytes() == 2 * 2 * 2 * 8 * 16 * 4);
 }
 
+TEST_CASE("a session continues bit-identically from a cache copied from another session") {
+  auto config = t::tiny_llama_config();
+  auto model = t::make_model(config, t::random_weights(config, 11));
+  SessionOptions o;
+  o.context_length = 16;
+  o.n_threads = 1;
+  Session a(model, o);
+  a.prefill(std::vector<int32_t>{1, 2, 3, 4, 5, 6});
+  a.step(7);
+  const std::vector<float> want(a.logits().begin(), a.logits().end());
+  // b holds other tokens first: the copy replaces them.
+  Session b(model, o);
+  b.prefill(std::vector<int32_t>{9, 9, 9});
+  b.copy_cache_from(a, 6);
+  CHECK(b.position() == 6);
+  CHECK_THROWS_AS(b.logits(), loom::Error);  // cleared: feed a token first
+  b.step(7);
+  CHECK(std::vector<float>(b.logits().begin(), b.logits().end()) == want);
+  // Into an f16 cache (converted), and from a shorter prefix, too.
+  SessionOptions h = o;
+  h.kv_dtype = loom::DType::f16;
+  Session c(model, h);
+  c.copy_cache_from(a, 3);
+  c.prefill(std::vector<int32_t>{4, 5, 6, 7});
+  CHECK(t::max_abs_diff(c.logits(), std::vector<double>(want.begin(), want.end())) < 1e-2);
+
+  // Refusals change nothing: more positions than the source holds, a context too small,
+  // a model of another shape.
+  CHECK_THROWS_AS(b.copy_cache_from(a, 8), loom::Error);
+  SessionOptions small = o;
+  small.context_length = 4;
+  Session d(model, small);
+  try {
+    d.copy_cache_from(a, 6);
+    FAIL("expected context_full");
+  } catch (const loom::Error& e) {
+    CHECK(e.code() == loom::ErrorCode::context_full);
+  }
+  auto other_config = config;
+  other_config.n_layers = 3;
+  Session e(t::make_model(other_config, t::random_weights(other_config, 12)), o);
+  e.prefill(std::vector<int32_t>{1, 2});
+  CHECK_THROWS_WITH(e.copy_cache_from(a, 6), Catch::Contains("different layer counts (the source's model has 2, this one 3)"));
+  CHECK(e.position() == 2);
+}
+
 TEST_CASE("scoring returns per-token log-probabilities of the reference") {
   auto config = t::tiny_llama_config();
   auto weights = t::random_weights(config, 11);
