@@ -8,6 +8,7 @@
 #include "loom/error.hpp"
 #include "runtime/kernels/gemm_kernels.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
+#include "runtime/kernels/quant_dot.hpp"
 #include "tensor/quant/quant.hpp"
 
 namespace loom::kernels {
