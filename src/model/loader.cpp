@@ -20,15 +20,14 @@
 #include "common/sha256.hpp"
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
-#include "loom/session.hpp"
 #include "loom/tokenizer.hpp"
 #include "loom/pack.hpp"
 #include "model/config_parse.hpp"
 #include "model/generation_config.hpp"
 #include "model/pack_internal.hpp"
 #include "model/weight_slots.hpp"
-#include "runtime/kernels/linear.hpp"
 #include "tensor/byte_order.hpp"
+#include "tensor/kernel_registry.hpp"
 #include "tokenizer/llama2c_vocab.hpp"
 
 namespace loom {
@@ -320,7 +319,7 @@ DType target_dtype_for(const ManifestEntry& e, const TensorRecord& r, const Load
   if (e.transposed && is_quantized(target)) target = DType::f32;
   const bool usable = e.slot == "token_embd" || e.slot == "position_embd"
                           ? can_convert(target, DType::f32)
-                          : kernels::linear_supports(target);
+                          : has_matrix_kernel(target);
   if (!usable) {
     notes.push_back(e.internal_name + ": stored as " + std::string(dtype_name(r.dtype)) +
                     ", which has no kernel; widened to f32");
@@ -628,7 +627,7 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
       report->warnings.push_back(std::move(p));
     }
     if (!alias) continue;
-    if (!kernels::linear_supports(weights.token_embd.dtype())) {
+    if (!has_matrix_kernel(weights.token_embd.dtype())) {
       throw Error(ErrorCode::unsupported,
                   "the tied output projection needs a matrix kernel for " +
                       std::string(dtype_name(weights.token_embd.dtype())),

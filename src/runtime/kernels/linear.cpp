@@ -214,6 +214,8 @@ bool linear_supports(DType dtype) noexcept {
   return is_quantized(dtype) && quant::has_kernels(dtype);
 }
 
+void register_kernels(KernelRegistry& registry) noexcept { registry.matrix_supports = &linear_supports; }
+
 void embedding_row(const Tensor& table, int64_t row, float* out) {
   const int64_t rows = table.shape()[0];
   const int64_t cols = table.shape()[1];
