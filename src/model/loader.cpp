@@ -12,11 +12,11 @@
 #include <map>
 #include <mutex>
 #include <new>
-#include <sstream>
 #include <system_error>
 #include <thread>
 
 #include "common/log_format.hpp"
+#include "common/read_file.hpp"
 #include "common/sha256.hpp"
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
@@ -43,14 +43,6 @@ int64_t resident_bytes() {
   return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, "cannot read", {.file = path.string()});
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::filesystem::path model_dir(const std::filesystem::path& path) {
   return std::filesystem::is_directory(path) ? path : path.parent_path();
 }
@@ -66,7 +58,7 @@ ModelConfig config_for(const std::filesystem::path& path, const WeightSource& so
                     std::string(format_kind_name(source.format())) + " models from it",
                 {.file = config_path.string()});
   }
-  return config_parse::from_hf_json(read_text(config_path), config_path.string(), warnings);
+  return config_parse::from_hf_json(read_file(config_path), config_path.string(), warnings);
 }
 
 // generation_config.json beside the weights (Hugging Face layouts and packs; a GGUF
@@ -77,7 +69,7 @@ GenerationDefaults generation_for(const std::filesystem::path& path, const Weigh
   const auto file = model_dir(path) / "generation_config.json";
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) return {};
-  return generation_config::parse(read_text(file), file.string(), &warnings);
+  return generation_config::parse(read_file(file), file.string(), &warnings);
 }
 
 // Appends the ids in `extra` that are in the vocabulary and not yet in `ids`.
