@@ -58,6 +58,8 @@ struct GenerationDefaults {
   // Sets every value taken from generation_config.json; values that are loom defaults
   // leave the caller's alone.
   void apply_to(SamplerParams& params) const;
+  // Defined beside GenerateOptions in the runtime (src/runtime/generate.cpp): this
+  // model-layer type names the runtime's options only through the declaration above.
   void apply_to(GenerateOptions& options) const;
 
   // One line per value: "temperature 0.6 (generation_config.json)".

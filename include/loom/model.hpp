@@ -7,9 +7,11 @@
 // files alive, so a Model outlives the WeightSource it was loaded from.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "loom/config.hpp"
+#include "loom/dtype.hpp"
 #include "loom/generation_defaults.hpp"
 #include "loom/weights.hpp"
 
@@ -44,5 +46,10 @@ class Model {
   std::shared_ptr<const LoadReport> report_;
   GenerationDefaults generation_;
 };
+
+// KV cache bytes a session of this model would allocate for `context_length` positions
+// of `kv_dtype` (a Session allocates exactly this; the load report states it). Throws
+// Error(out_of_memory) when the product does not fit in 63 bits.
+int64_t kv_cache_bytes_for(const ModelConfig& config, int64_t context_length, DType kv_dtype);
 
 }  // namespace loom

@@ -114,8 +114,7 @@ class Session {
   std::unique_ptr<State> state_;
 };
 
-// KV cache bytes a session of this model would allocate. Throws Error(out_of_memory)
-// when the product does not fit in 63 bits.
-int64_t kv_cache_bytes_for(const ModelConfig& config, int64_t context_length, DType kv_dtype);
+// kv_cache_bytes_for(config, context, dtype), the bytes a session's KV cache takes, is
+// declared in loom/model.hpp (the loader reports it too, and must not reach up here).
 
 }  // namespace loom

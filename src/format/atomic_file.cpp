@@ -107,6 +107,21 @@ void AtomicFile::commit() {
                 {.file = target_.string()});
   }
   committed_ = true;
+  // The rename is an entry in the directory: flush it too, or a crash may lose it.
+  const std::filesystem::path dir = target_.has_parent_path() ? target_.parent_path() : ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    throw Error(ErrorCode::io, "cannot open the directory to flush it: " + errno_text(),
+                {.file = dir.string()});
+  }
+  const int rc = ::fsync(dfd);
+  const int fsync_errno = errno;
+  ::close(dfd);
+  // EINVAL: a filesystem that cannot sync directories (it has nothing to flush).
+  if (rc != 0 && fsync_errno != EINVAL) {
+    throw Error(ErrorCode::io, std::string("fsync of the directory failed: ") + std::strerror(fsync_errno),
+                {.file = dir.string()});
+  }
 }
 
 }  // namespace loom::format

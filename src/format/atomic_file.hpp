@@ -1,6 +1,11 @@
 // Internal: a file written under a temporary name and renamed into place on commit(),
 // so that a failed or interrupted write never leaves a file that looks complete. The
 // temporary is removed when the object is destroyed without commit().
+//
+// The library's one temp-file-then-rename writer: every writer of a whole file (the
+// format writers, a pack's side files) goes through it, so every one is durable the
+// same way — commit() fsyncs the file before the rename and the directory after it
+// (without the second, a crash can forget the rename although the data reached disk).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +35,8 @@ class AtomicFile {
   // The tensor's bytes in file (little-endian) order; the tensor must be contiguous.
   void write_tensor(const Tensor& tensor, std::string_view name);
   uint64_t position() const noexcept { return position_; }
-  // Flushes to disk and renames the temporary onto the target.
+  // Flushes the file to disk, renames the temporary onto the target and flushes the
+  // directory that holds it. Throws Error(io) naming the file when a step fails.
   void commit();
 
   const std::filesystem::path& target() const noexcept { return target_; }

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "loom/generate.hpp"
-
 namespace loom {
 
 std::string_view default_source_name(DefaultSource source) noexcept {
@@ -19,10 +17,6 @@ void GenerationDefaults::apply_to(SamplerParams& params) const {
   if (top_k.from_file()) params.top_k = top_k.value;
   if (top_p.from_file()) params.top_p = top_p.value;
   if (repetition_penalty.from_file()) params.repeat_penalty = repetition_penalty.value;
-}
-
-void GenerationDefaults::apply_to(GenerateOptions& options) const {
-  if (max_new_tokens.from_file()) options.max_tokens = max_new_tokens.value;
 }
 
 namespace {

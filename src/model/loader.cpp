@@ -13,23 +13,22 @@
 #include <mutex>
 #include <optional>
 #include <new>
-#include <sstream>
 #include <system_error>
 #include <thread>
 
 #include "common/log_format.hpp"
+#include "common/read_file.hpp"
 #include "common/sha256.hpp"
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
-#include "loom/session.hpp"
 #include "loom/tokenizer.hpp"
 #include "loom/pack.hpp"
 #include "model/config_parse.hpp"
 #include "model/generation_config.hpp"
 #include "model/pack_internal.hpp"
 #include "model/weight_slots.hpp"
-#include "runtime/kernels/linear.hpp"
 #include "tensor/byte_order.hpp"
+#include "tensor/kernel_registry.hpp"
 #include "tokenizer/llama2c_vocab.hpp"
 
 namespace loom {
@@ -43,14 +42,6 @@ int64_t resident_bytes() {
   int64_t size = 0, resident = 0;
   if (!(statm >> size >> resident)) return 0;
   return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, "cannot read", {.file = path.string()});
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::filesystem::path model_dir(const std::filesystem::path& path) {
@@ -68,7 +59,7 @@ ModelConfig config_for(const std::filesystem::path& path, const WeightSource& so
                     std::string(format_kind_name(source.format())) + " models from it",
                 {.file = config_path.string()});
   }
-  return config_parse::from_hf_json(read_text(config_path), config_path.string(), warnings);
+  return config_parse::from_hf_json(read_file(config_path), config_path.string(), warnings);
 }
 
 // generation_config.json beside the weights (Hugging Face layouts and packs; a GGUF
@@ -79,7 +70,7 @@ GenerationDefaults generation_for(const std::filesystem::path& path, const Weigh
   const auto file = model_dir(path) / "generation_config.json";
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) return {};
-  return generation_config::parse(read_text(file), file.string(), &warnings);
+  return generation_config::parse(read_file(file), file.string(), &warnings);
 }
 
 // Appends the ids in `extra` that are in the vocabulary and not yet in `ids`.
@@ -328,7 +319,7 @@ DType target_dtype_for(const ManifestEntry& e, const TensorRecord& r, const Load
   if (e.transposed && is_quantized(target)) target = DType::f32;
   const bool usable = e.slot == "token_embd" || e.slot == "position_embd"
                           ? can_convert(target, DType::f32)
-                          : kernels::linear_supports(target);
+                          : has_matrix_kernel(target);
   if (!usable) {
     notes.push_back(e.internal_name + ": stored as " + std::string(dtype_name(r.dtype)) +
                     ", which has no kernel; widened to f32");
@@ -652,7 +643,7 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
       report->warnings.push_back(std::move(p));
     }
     if (!alias) continue;
-    if (!kernels::linear_supports(weights.token_embd.dtype())) {
+    if (!has_matrix_kernel(weights.token_embd.dtype())) {
       throw Error(ErrorCode::unsupported,
                   "the tied output projection needs a matrix kernel for " +
                       std::string(dtype_name(weights.token_embd.dtype())),

@@ -71,4 +71,18 @@ int64_t Model::weight_bytes() const {
   return total;
 }
 
+int64_t kv_cache_bytes_for(const ModelConfig& config, int64_t context_length, DType kv_dtype) {
+  // Checked: a config's sizes come from a file, and the product must not wrap into a
+  // small (or negative) allocation.
+  int64_t bytes = 2;
+  for (const int64_t factor : {config.n_layers, config.n_kv_heads, context_length, config.head_dim,
+                               static_cast<int64_t>(dtype_size(kv_dtype))}) {
+    if (factor < 0 || __builtin_mul_overflow(bytes, factor, &bytes)) {
+      throw Error(ErrorCode::out_of_memory,
+                  "a KV cache of " + std::to_string(context_length) + " positions for this model exceeds 2^63 bytes");
+    }
+  }
+  return bytes;
+}
+
 }  // namespace loom

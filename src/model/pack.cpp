@@ -10,10 +10,11 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <sstream>
 
 #include "common/json_writer.hpp"
+#include "common/read_file.hpp"
 #include "common/sha256.hpp"
+#include "format/atomic_file.hpp"
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
@@ -33,28 +34,12 @@ namespace {
 constexpr int kPackVersion = 1;
 constexpr uint64_t kAlignment = 64;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, "cannot read", {.file = path.string()});
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
+// Through format::AtomicFile, the library's one temp-file-then-rename writer (fsync of the
+// file, then of its directory after the rename).
 void write_text_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw Error(ErrorCode::io, "cannot write", {.file = tmp.string()});
-  }
-  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  fs::rename(tmp, path);
+  format::AtomicFile out(path);
+  out.write(text);
+  out.commit();
 }
 
 std::string creation_time() {
@@ -80,12 +65,12 @@ std::string source_revision(const fs::path& src) {
   for (fs::path d = dir; !d.empty() && d != d.root_path(); d = d.parent_path()) {
     const fs::path head = d / ".git" / "HEAD";
     if (!fs::exists(head, ec)) continue;
-    std::string ref = read_text(head);
+    std::string ref = read_file(head);
     while (!ref.empty() && (ref.back() == '\n' || ref.back() == '\r')) ref.pop_back();
     if (ref.rfind("ref: ", 0) == 0) {
       const fs::path ref_file = d / ".git" / ref.substr(5);
       if (fs::exists(ref_file, ec)) {
-        std::string commit = read_text(ref_file);
+        std::string commit = read_file(ref_file);
         while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
         return "git:" + commit;
       }
@@ -245,7 +230,7 @@ std::optional<Checkpoint> read_checkpoint(const fs::path& path) {
   if (!fs::exists(path)) return std::nullopt;
   try {
     simdjson::dom::parser parser;
-    const simdjson::padded_string text(read_text(path));
+    const simdjson::padded_string text(read_file(path));
     const auto root = parse_json(parser, text, path);
     Checkpoint c;
     c.fingerprint = std::string(field<std::string_view>(root, "fingerprint", path));
@@ -299,7 +284,7 @@ bool is_pack(const fs::path& path) {
   if (!fs::is_directory(path, ec) || !fs::exists(path / "index.json", ec)) return false;
   try {
     simdjson::dom::parser parser;
-    const simdjson::padded_string text(read_text(path / "index.json"));
+    const simdjson::padded_string text(read_file(path / "index.json"));
     simdjson::dom::element root;
     if (parser.parse(text).get(root) != simdjson::SUCCESS) return false;
     std::string_view format;
@@ -314,7 +299,7 @@ namespace pack_detail {
 std::unique_ptr<WeightSource> open_pack(const fs::path& dir, const OpenOptions& options) {
   const fs::path index_path = dir / "index.json";
   simdjson::dom::parser parser;
-  const simdjson::padded_string text(read_text(index_path));
+  const simdjson::padded_string text(read_file(index_path));
   const auto root = parse_json(parser, text, index_path);
   const int64_t version = field<int64_t>(root, "version", index_path);
   if (version != kPackVersion) {
@@ -640,7 +625,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
 std::vector<VerifyProblem> verify_pack(const fs::path& pack) {
   const fs::path index_path = pack / "index.json";
   simdjson::dom::parser parser;
-  const simdjson::padded_string text(read_text(index_path));
+  const simdjson::padded_string text(read_file(index_path));
   const auto root = parse_json(parser, text, index_path);
   std::vector<VerifyProblem> problems;
   for (simdjson::dom::element f : field<simdjson::dom::array>(root, "files", index_path)) {

@@ -8,6 +8,12 @@
 
 namespace loom {
 
+// Declared with GenerationDefaults (loom/generation_defaults.hpp, the model layer), defined
+// here where GenerateOptions is: the model layer does not include the runtime's headers.
+void GenerationDefaults::apply_to(GenerateOptions& options) const {
+  if (max_new_tokens.from_file()) options.max_tokens = max_new_tokens.value;
+}
+
 std::string_view stop_reason_name(StopReason reason) noexcept {
   switch (reason) {
     case StopReason::end_of_sequence: return "end_of_sequence";

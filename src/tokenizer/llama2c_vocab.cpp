@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <optional>
 #include <vector>
 
+#include "common/read_file.hpp"
 #include "loom/error.hpp"
 #include "loom/tokenizer.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
@@ -69,14 +69,6 @@ class Reader {
   const std::string& path_;
   size_t pos_ = 0;
 };
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, "cannot open file", {.file = path.string()});
-  std::string out{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw Error(ErrorCode::io, "read failed", {.file = path.string()});
-  return out;
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <optional>
 
+#include "common/read_file.hpp"
 #include "loom/error.hpp"
 #include "loom/format.hpp"
 #include "loom/tokenizer.hpp"
@@ -17,14 +18,6 @@ namespace loom {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, "cannot open file", {.file = path.string()});
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw Error(ErrorCode::io, "read failed", {.file = path.string()});
-  return text;
-}
 
 bool has_gguf_magic(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -54,11 +47,11 @@ std::shared_ptr<const Tokenizer> load_json(const fs::path& json_path) {
   const fs::path config_path = dir / "tokenizer_config.json";
   std::string config;
   std::error_code ec;
-  if (fs::is_regular_file(config_path, ec)) config = read_text(config_path);
-  auto impl = tok::build_from_tokenizer_json(read_text(json_path), config, json_path.string());
+  if (fs::is_regular_file(config_path, ec)) config = read_file(config_path);
+  auto impl = tok::build_from_tokenizer_json(read_file(json_path), config, json_path.string());
   // Newer model repositories keep the chat template in its own file.
   const fs::path jinja = dir / "chat_template.jinja";
-  if (impl->chat_template.empty() && fs::is_regular_file(jinja, ec)) impl->chat_template = read_text(jinja);
+  if (impl->chat_template.empty() && fs::is_regular_file(jinja, ec)) impl->chat_template = read_file(jinja);
   return std::make_shared<const Tokenizer>(std::move(impl));
 }
 

@@ -4,10 +4,10 @@
 // this file, with added tokens in added_tokens.json / tokenizer_config.json.
 #include <simdjson.h>
 
-#include <fstream>
 #include <iterator>
 #include <map>
 
+#include "common/read_file.hpp"
 #include "format/lenient_json.hpp"
 #include "loom/error.hpp"
 #include "loom/format.hpp"
@@ -19,12 +19,6 @@ namespace loom {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, "cannot open file", {.file = path.string()});
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // A bounded protobuf wire-format reader (only what ModelProto needs).
 class ProtoReader {

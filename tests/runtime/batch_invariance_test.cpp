@@ -17,6 +17,7 @@
 #include "loom/cpu.hpp"
 #include "loom/session.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "runtime/kernels/quant_dot.hpp"
 #include "support/tiny_model.hpp"
 #include "tensor/quant/quant.hpp"
 #include "tensor/quant_test_support.hpp"

@@ -8,6 +8,7 @@
 #include "loom/error.hpp"
 #include "runtime/kernels/gemm_kernels.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
+#include "runtime/kernels/quant_dot.hpp"
 #include "tensor/quant/quant.hpp"
 
 namespace loom::kernels {
@@ -212,6 +213,8 @@ bool linear_supports(DType dtype) noexcept {
   if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) return true;
   return is_quantized(dtype) && quant::has_kernels(dtype);
 }
+
+void register_kernels(KernelRegistry& registry) noexcept { registry.matrix_supports = &linear_supports; }
 
 void embedding_row(const Tensor& table, int64_t row, float* out) {
   const int64_t rows = table.shape()[0];

@@ -8,6 +8,7 @@
 
 #include "loom/tensor.hpp"
 #include "loom/thread_pool.hpp"
+#include "tensor/kernel_registry.hpp"
 
 namespace loom::kernels {
 
@@ -33,6 +34,10 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
 
 // True when linear() has a kernel for weights of this dtype.
 bool linear_supports(DType dtype) noexcept;
+
+// The runtime's entries of the kernel registry (matrix_supports = linear_supports), which
+// lower layers ask instead of calling into the runtime. Called by src/compose.cpp.
+void register_kernels(KernelRegistry& registry) noexcept;
 
 // Copies row `row` of an embedding table [vocab, dim] (any dtype) into out as f32.
 void embedding_row(const Tensor& table, int64_t row, float* out);

@@ -1,7 +1,8 @@
 // Internal: ggml's block-quantized formats — dequantization of every block type in the
 // DType table, and quantization from f32 into the types loom writes. The block layouts
 // are in blocks.hpp; the dot-product kernels that compute on blocks without
-// dequantizing them live in src/runtime/kernels/quant_dot.hpp.
+// dequantizing them belong to the runtime (src/runtime/kernels/quant_dot.hpp declares
+// them): this layer declares only what it defines.
 //
 // Dequantization reproduces ggml's dequantize_row_* bit for bit (same f32 operations in
 // the same order, f16 scales widened exactly). Quantization follows ggml's reference
@@ -49,42 +50,5 @@ struct GroupType {
 std::span<const GroupType> group_types() noexcept;
 // The group type of `bits` with group size `group`; nullopt when there is none.
 std::optional<DType> group_dtype(int bits, int group) noexcept;
-
-// ---- dot products on quantized weights ----
-// Implemented by the kernels in src/runtime/kernels/ (quant_dot.cpp); that folder's
-// quant_dot.hpp adds the embedding-row lookup and the per-family hooks for tests.
-//
-// Usage: quantize each activation row once with quantize_activations() into
-// activation_dtype(weight) blocks, then let threads call dot_rows() on disjoint row
-// ranges of the weight. Kernel families (scalar, AVX2, AVX-512 VNNI) are chosen per call
-// from loom::active_isa() / cpu_features(); all compute the same per-block integer sums
-// and differ only in the order of f32 additions across blocks (~1e-6 relative).
-// Every function is single-threaded, reentrant and touches only its arguments.
-
-// True when dot_rows() handles weights of `dtype`: q8_0, q4_0, q4_1, q5_0, q5_1, q2_k,
-// q3_k, q4_k, q5_k, q6_k and the group types.
-bool has_kernels(DType weight) noexcept;
-// The activation dtype the weight type's dot product consumes: q8_0 for the 32-element
-// types (q4_1/q5_1 included: the kernels sum the activation quants themselves) and for
-// the group types (every group size is a whole number of 32-element activation blocks,
-// so each group meets G/32 int8 activation blocks, each with its own scale), q8_k for
-// the k-quants. Throws Error(unsupported) for a dtype without kernels.
-DType activation_dtype(DType weight);
-// Quantizes n floats (a whole number of `act` blocks; act is q8_0 or q8_k) into dst.
-// q8_0: d = max|x| / 127, q = round-half-even(x * 127 / max|x|); q8_k: exactly ggml's
-// quantize_row_q8_K (sign of the largest-magnitude element, bsums filled). Quants stay
-// in [-127, 127]. A block holding NaN or Inf gets a NaN scale and zero quants, so every
-// dot product it enters is NaN instead of silently wrong. Bit-identical on every kernel
-// family. Throws Error(invalid_argument) for another act or a partial block.
-void quantize_activations(DType act, const float* x, void* dst, int64_t n);
-// out[r * out_stride + t] = dot(weight row r, activation t) for r < rows, t < n_act.
-// Weight rows are row_bytes apart, each `cols` elements of dtype `weight`; activation t
-// is `cols` elements of activation_dtype(weight) at act + t * act_row_bytes. n_act == 1
-// is a matrix-vector product; for n_act > 1 rows go in cache-sized chunks against tiles
-// of 4 activations, so each weight block is read from memory once. Throws
-// Error(unsupported) for a dtype without kernels, Error(invalid_argument) for
-// inconsistent sizes (cols not a whole number of blocks, strides too small).
-void dot_rows(DType weight, const void* w, size_t row_bytes, int64_t rows, int64_t cols,
-              const void* act, size_t act_row_bytes, int64_t n_act, float* out, int64_t out_stride);
 
 }  // namespace loom::quant

@@ -1,0 +1,19 @@
+// Internal: a whole (small) file read into memory — the side files a model comes with
+// (config.json, tokenizer.json, tokenizer.model, generation_config.json, a pack's
+// index.json, a git ref). Weight files are never read this way: they are mapped
+// (loom/mapped_file.hpp).
+//
+// The one such reader in the library, so every caller fails the same way: a
+// loom::Error(io) naming the file and saying why ("cannot open file: No such file or
+// directory", "is a directory", "read failed: ..."), never an empty string. May be
+// called from any thread.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace loom {
+
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace loom
