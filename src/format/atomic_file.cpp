@@ -124,4 +124,10 @@ void AtomicFile::commit() {
   }
 }
 
+void write_file_atomically(const std::filesystem::path& path, std::string_view text) {
+  AtomicFile out(path);
+  out.write(text);
+  out.commit();
+}
+
 }  // namespace loom::format

@@ -50,4 +50,8 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// A whole text file written through AtomicFile (the config.json and tokenizer files
+// beside a model, a pack's side files).
+void write_file_atomically(const std::filesystem::path& path, std::string_view text);
+
 }  // namespace loom::format

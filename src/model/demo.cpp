@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "common/json_writer.hpp"
+#include "format/atomic_file.hpp"
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
@@ -190,16 +190,6 @@ std::string tokenizer_config_json() {
   return w.str() + "\n";
 }
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) throw Error(ErrorCode::io, "cannot write", {.file = tmp});
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 }  // namespace
 
 ModelWeights make_random_weights(const ModelConfig& c, uint64_t seed, DType matrix_dtype, float scale) {
@@ -256,8 +246,8 @@ void write_demo_model(const std::filesystem::path& dir, const DemoOptions& o) {
   ModelWeights w = make_random_weights(c, o.seed, DType::f32, 0.05f);
   std::filesystem::create_directories(dir);
   export_model(c, w, dir, ExportFormat::safetensors);
-  write_text(dir / "tokenizer.json", tokenizer_json(bpe));
-  write_text(dir / "tokenizer_config.json", tokenizer_config_json());
+  format::write_file_atomically(dir / "tokenizer.json", tokenizer_json(bpe));
+  format::write_file_atomically(dir / "tokenizer_config.json", tokenizer_config_json());
 }
 
 }  // namespace loom

@@ -2,11 +2,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <numbers>
 #include <set>
 
 #include "common/json_writer.hpp"
+#include "format/atomic_file.hpp"
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
 #include "loom/format.hpp"
@@ -146,16 +146,6 @@ std::vector<NamedTensor> external_tensors(const ModelConfig& config, const Model
     }
   }
   return out;
-}
-
-void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) throw Error(ErrorCode::io, "cannot write", {.file = tmp});
-  }
-  std::filesystem::rename(tmp, path);
 }
 
 // ---- GGUF metadata ----
@@ -325,7 +315,7 @@ void export_model(const ModelConfig& config, const ModelWeights& weights, const 
       break;
     case ExportFormat::gguf: break;
   }
-  write_text_atomically(out / "config.json", hf_config_json(config));
+  format::write_file_atomically(out / "config.json", hf_config_json(config));
 }
 
 }  // namespace loom

@@ -34,14 +34,6 @@ namespace {
 constexpr int kPackVersion = 1;
 constexpr uint64_t kAlignment = 64;
 
-// Through format::AtomicFile, the library's one temp-file-then-rename writer (fsync of the
-// file, then of its directory after the rename).
-void write_text_atomically(const fs::path& path, const std::string& text) {
-  format::AtomicFile out(path);
-  out.write(text);
-  out.commit();
-}
-
 std::string creation_time() {
   // SOURCE_DATE_EPOCH makes conversions reproducible (the reproducible-builds convention).
   std::time_t t = std::time(nullptr);
@@ -502,7 +494,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
       const bool last = i + 1 == items.size();
       if (last || checkpoint.tensors.size() % static_cast<size_t>(std::max(1, options.checkpoint_every)) == 0) {
         ::fsync(fd);
-        write_text_atomically(partial / "checkpoint.json", checkpoint_json(checkpoint));
+        format::write_file_atomically(partial / "checkpoint.json", checkpoint_json(checkpoint));
       }
       if (crash_after > 0 && static_cast<int>(i + 1 - static_cast<size_t>(result.resumed_tensors)) >= crash_after) {
         std::_Exit(86);  // test hook: die as a crash would, leaving the partial directory
@@ -510,7 +502,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
       if (options.progress &&
           !options.progress(static_cast<double>(i + 1) / static_cast<double>(items.size()), item.name)) {
         ::fsync(fd);
-        write_text_atomically(partial / "checkpoint.json", checkpoint_json(checkpoint));
+        format::write_file_atomically(partial / "checkpoint.json", checkpoint_json(checkpoint));
         throw Error(ErrorCode::cancelled, "conversion stopped; run it again to resume", {.file = partial.string()});
       }
     }
@@ -521,7 +513,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   }
 
   // Side files: config, tokenizer, index (last), then the atomic rename.
-  write_text_atomically(partial / "config.json", hf_config_json(config));
+  format::write_file_atomically(partial / "config.json", hf_config_json(config));
   std::string tokenizer_file;
   const fs::path src_dir = fs::is_directory(src) ? src : src.parent_path();
   // The generation defaults travel with the pack (a GGUF source has no such file).
@@ -608,7 +600,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   w.end_array();
   w.end_object();
   w.end_object();
-  write_text_atomically(partial / "index.json", w.str() + "\n");
+  format::write_file_atomically(partial / "index.json", w.str() + "\n");
   fs::remove(partial / "checkpoint.json");
   fs::rename(partial, dst);
   const int dfd = ::open(dst.parent_path().empty() ? "." : dst.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
