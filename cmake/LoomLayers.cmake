@@ -19,7 +19,7 @@ set(LOOM_LAYERS common tensor format sample template tokenizer model runtime cap
 
 set(LOOM_LAYER_common_DIRS src/common src/io)
 set(LOOM_LAYER_common_DEPS)
-set(LOOM_LAYER_common_HEADERS error log cpu mapped_file)
+set(LOOM_LAYER_common_HEADERS error log cpu mapped_file thread_pool)
 
 set(LOOM_LAYER_tensor_DIRS src/tensor)
 set(LOOM_LAYER_tensor_DEPS common)
@@ -48,7 +48,7 @@ set(LOOM_LAYER_model_HEADERS config weights model generation_defaults manifest l
 
 set(LOOM_LAYER_runtime_DIRS src/runtime)
 set(LOOM_LAYER_runtime_DEPS model template)
-set(LOOM_LAYER_runtime_HEADERS thread_pool trace session generate batch chat speculative)
+set(LOOM_LAYER_runtime_HEADERS trace session generate batch chat speculative)
 
 set(LOOM_LAYER_capi_DIRS capi)
 set(LOOM_LAYER_capi_DEPS runtime)

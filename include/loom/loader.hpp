@@ -4,8 +4,9 @@
 // the weights, or GGUF metadata), build the manifest (loom/manifest.hpp), then fill
 // every slot: a zero-copy view of the mapping wherever the stored dtype and layout
 // already fit, otherwise a bounded streaming conversion into a preallocated tensor
-// (chunks read by the loading thread, converted on worker threads; extra memory stays
-// under queue_depth x chunk_bytes). Norm weights and biases are always widened to f32.
+// (chunks read by the loading thread, converted on the other threads of a ThreadPool;
+// extra memory stays under queue_depth x chunk_bytes). Norm weights and biases are
+// always widened to f32.
 // Tied output weights alias the embedding. A LoadReport records all of it.
 //
 // Errors: loom::ManifestError (every mismatch at once), loom::Error with file / tensor /
@@ -27,6 +28,7 @@
 #include "loom/load_report.hpp"
 #include "loom/log.hpp"
 #include "loom/model.hpp"
+#include "loom/thread_pool.hpp"
 
 namespace loom {
 
@@ -42,7 +44,11 @@ struct LoadOptions {
   bool strict = false;  // true: unexpected tensors fail the load too
   int queue_depth = 2;
   size_t chunk_bytes = size_t{8} << 20;
-  int threads = 2;      // conversion workers
+  int threads = 2;      // conversion workers besides the loading thread (0: it converts too)
+  // A host's pool to convert on (its size replaces `threads`; the loading thread is one
+  // of its threads): caps the threads of loads and sessions together. Not to be used
+  // from inside one of that pool's own parallel_for calls. Null: a pool for this load.
+  std::shared_ptr<ThreadPool> pool;
   // Called on the loading thread with the fraction done and the current tensor;
   // return false to cancel (the load throws Error(cancelled) and frees everything).
   std::function<bool(double fraction, std::string_view tensor)> progress;
