@@ -103,6 +103,11 @@ TEST_CASE("model tokenizer.json files reproduce the prompt ids llama.cpp fed the
       {"gpt2-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
       {"gpt2-tiny", "code-add", "def add(a, b):\n    return a + b"},
       {"small-quant", "story", "Once upon a time, there was a little girl named Lily."},
+      // Falcon: Sequence[Punctuation, ByteLevel, Digits, Split [0-9]{3}]; GPT-NeoX: NFC +
+      // ByteLevel with 23 normalized whitespace-run added tokens.
+      {"falcon-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
+      {"falcon-tiny-newdec", "capital", "The capital of France is Paris, and the capital of Germany is"},
+      {"gptneox-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
   };
   size_t matched = 0;
   for (const auto& c : cases) {
@@ -117,6 +122,38 @@ TEST_CASE("model tokenizer.json files reproduce the prompt ids llama.cpp fed the
     CHECK(tok->decode(ids, true) == c.text);
   }
   std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", "models/*/hf/tokenizer.json", matched,
+              std::size(cases));
+}
+
+TEST_CASE("model tokenizer.model files (SentencePiece) reproduce the prompt ids llama.cpp fed the models") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  struct Case {
+    const char* model;
+    const char* prompt_file;  // logits/<name>.ids.txt
+    const char* text;
+  };
+  // Gemma's tokenizer.model says add_dummy_prefix: false, so "The" is not "▁The".
+  const Case cases[] = {
+      {"mistral-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
+      {"mistral-tiny", "code-add", "def add(a, b):\n    return a + b"},
+      {"phi3-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
+      {"gemma-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
+      {"gemma2-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
+      {"gemma2-tiny-27b", "capital", "The capital of France is Paris, and the capital of Germany is"},
+  };
+  size_t matched = 0;
+  for (const auto& c : cases) {
+    const fs::path hf = ref / "models" / c.model / "hf";
+    auto tok = Tokenizer::load(hf);
+    REQUIRE(tok->name().find("tokenizer.model") != std::string::npos);
+    const auto expected = read_ids_file(ref / "models" / c.model / "logits" / (std::string(c.prompt_file) + ".ids.txt"));
+    const auto ids = tok->encode(c.text, true, false);
+    INFO(c.model << " / " << c.prompt_file);
+    CHECK(loom::test::ids_to_string(ids) == loom::test::ids_to_string(expected));
+    if (ids == expected) ++matched;
+    CHECK(tok->decode(ids, true) == c.text);
+  }
+  std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", "models/*/hf/tokenizer.model", matched,
               std::size(cases));
 }
 
@@ -163,6 +200,12 @@ TEST_CASE("model GGUFs reproduce the prompt ids llama.cpp fed the models") {
       {"gpt2-tiny/gpt2-tiny-f32.gguf", "gpt2-tiny/logits/code-add.ids.txt", code.c_str()},
       {"small-quant/small-quant-q8_0.gguf", "small-quant/logits/story.ids.txt",
        "Once upon a time, there was a little girl named Lily."},
+      {"falcon-tiny/falcon-tiny-f32.gguf", "falcon-tiny/logits/capital.ids.txt", capital.c_str()},
+      {"falcon-tiny-newdec/falcon-tiny-newdec-f32.gguf", "falcon-tiny-newdec/logits/capital.ids.txt", capital.c_str()},
+      {"gptneox-tiny/gptneox-tiny-f32.gguf", "gptneox-tiny/logits/capital.ids.txt", capital.c_str()},
+      {"gemma-tiny/gemma-tiny-f32.gguf", "gemma-tiny/logits/capital.ids.txt", capital.c_str()},
+      {"gemma2-tiny/gemma2-tiny-f32.gguf", "gemma2-tiny/logits/capital.ids.txt", capital.c_str()},
+      {"gemma2-tiny-27b/gemma2-tiny-27b-f32.gguf", "gemma2-tiny-27b/logits/capital.ids.txt", capital.c_str()},
   };
   size_t matched = 0;
   for (const auto& c : cases) {
