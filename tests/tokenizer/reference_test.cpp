@@ -254,8 +254,42 @@ TEST_CASE("load() finds a model directory's tokenizer: tokenizer.json first, els
   CHECK(phi3_spm->vocab_size() == 4160);  // 4096 pieces, 11 added tokens, padding to config.json
   CHECK(phi3_spm->eos_id() == 4096);
   CHECK(phi3_spm->is_eos(4103));  // <|end|>, from added_tokens / tokenizer_config.json
+  CHECK(phi3_spm->token_text(4107) == "[PAD4107]");  // padding to config.json: UNUSED, silent
+  CHECK(phi3_spm->decode(std::vector<int32_t>{450, 4107, 2117, 2410}) == "The capital");
   auto phi3 = Tokenizer::load(ref / "models" / "phi3-tiny" / "phi3-tiny-f32.gguf");
   CHECK(phi3->eos_id() == 4096);
   CHECK(phi3->is_eos(4103));  // <|end|>
   CHECK(phi3->chat_template().empty());  // this converted GGUF carries none
+}
+
+TEST_CASE("gptneox-tiny: ids past the tokenizer, up to the embedding's rows, decode to nothing in both sources") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const fs::path dir = ref / "models" / "gptneox-tiny";
+  // tokenizer.json defines ids 0..8150; config.json's vocab_size is 8192 (Pythia pads its
+  // embedding the same way). The GGUF carries [PAD8151]..[PAD8191], type UNUSED.
+  auto hf = Tokenizer::load(dir / "hf");
+  auto gguf = Tokenizer::load(dir / "gptneox-tiny-f32.gguf");
+  CHECK(hf->vocab_size() == 8192);
+  CHECK(gguf->vocab_size() == 8192);
+  const std::vector<int32_t> ids = {510, 5347, 8151, 273, 8191};  // "The capital", pads, " of"
+  for (const auto& tok : {hf, gguf}) {
+    INFO(tok->name());
+    CHECK(tok->decode(ids) == "The capital of");
+    CHECK(tok->decode(ids, true) == "The capital of");
+    CHECK(tok->token_to_piece(8160).empty());
+    CHECK_FALSE(tok->is_special(8160));
+    Tokenizer::StreamDecoder stream(tok);
+    std::string streamed;
+    for (int32_t id : ids) streamed += stream.feed(id);
+    streamed += stream.finish();
+    CHECK(streamed == "The capital of");
+    CHECK_THROWS_AS(tok->decode(std::vector<int32_t>{8192}), loom::Error);
+  }
+  CHECK(gguf->token_text(8151) == "[PAD8151]");  // the stored text stays readable
+  CHECK(hf->token_text(8151).empty());
+  // The 23 whitespace-run tokens (24 down to 2 spaces) are added tokens, not special.
+  CHECK(hf->token_id(std::string(24, ' ')) == 8128);
+  CHECK(hf->token_id("  ") == 8150);
+  CHECK_FALSE(hf->is_special(8128));
+  CHECK(gguf->token_id(std::string(24, ' ')) == 8128);
 }
