@@ -336,6 +336,9 @@ TEST_CASE("falcon, gptneox and gemma tokenizers reproduce HF tokenizers / senten
            {"  many   spaces\n\n\ttabs", {204, 860, 258, 7729, 1001, 192, 95, 366, 94}, true, nullptr},
            {"中文，标点。！？", {4344, 3103, 213, 181, 132, 218, 4972, 213, 173, 208, 129, 1258, 181, 132, 207, 181, 132, 237}, true, nullptr},
            {"emoji 😀👍🏽 ok", {357, 90, 5439, 3346, 230, 206, 2571, 223, 219, 2571, 221, 133, 4469}, true, nullptr},
+           // HF's punctuation table is Unicode 8.0's: U+2E43 is not punctuation there (it
+           // stays with the space before it), U+166D is (llama.cpp's \p{P} says otherwise).
+           {"x\u2014 \u2E43\u166D+ ok", {99, 791, 2723, 129, 209, 167, 231, 239, 22, 4469}, false, nullptr},
            {"snake_case_name and kebab-case path/to/file.txt",
             {94, 89, 497, 74, 5858, 74, 2827, 273, 816, 77, 366, 24, 5858, 2895, 26, 534, 26, 4462, 25, 95, 689}, true, nullptr},
        }},
