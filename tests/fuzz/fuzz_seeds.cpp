@@ -198,6 +198,23 @@ int main(int argc, char** argv) {
         R"("behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]},)"
         R"("normalizer":{"type":"NFC"},"decoder":{"type":"ByteLevel"},)"
         R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"Ġ":3},"merges":[["a","b"]],"ignore_merges":true}})");
+  // Falcon's pre-tokenizer Sequence (HF punctuation table, digit runs, 3-digit split) and
+  // GPT-NeoX's normalized whitespace-run added tokens.
+  write(out / "tokenizer_json" / "falcon_style",
+        R"({"added_tokens":[{"id":0,"content":"<|endoftext|>","special":true,"normalized":false}],)"
+        R"("pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Punctuation","behavior":"Contiguous"},)"
+        R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},)"
+        R"({"type":"Digits","individual_digits":false},)"
+        R"({"type":"Split","pattern":{"Regex":"[0-9][0-9][0-9]"},"behavior":"Isolated","invert":false}]},)"
+        R"("decoder":{"type":"ByteLevel"},)"
+        R"("model":{"type":"BPE","vocab":{"<|endoftext|>":0,"a":1,"b":2,"ab":3,"Ġ":4,"1":5,"!":6,"Ġa":7},)"
+        R"("merges":["a b","Ġ a"]}})");
+  write(out / "tokenizer_json" / "neox_style",
+        R"({"added_tokens":[{"id":0,"content":"<|endoftext|>","special":true,"normalized":false},)"
+        R"({"id":5,"content":"   ","special":false,"normalized":true},{"id":6,"content":"  ","special":false,"normalized":true}],)"
+        R"("normalizer":{"type":"NFC"},"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+        R"("decoder":{"type":"ByteLevel"},)"
+        R"("model":{"type":"BPE","vocab":{"<|endoftext|>":0,"a":1,"b":2,"ab":3,"Ġ":4},"merges":["a b"]}})");
   write(out / "tokenizer_json" / "sparse_ids", R"({"model":{"type":"BPE","vocab":{"a":0,"b":16000000},"merges":[]}})");
   write(out / "tokenizer_json" / "lenient",
         "// hand-edited\n"
