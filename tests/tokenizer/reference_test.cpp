@@ -422,3 +422,23 @@ TEST_CASE("falcon-tiny reproduces the ggml-vocab-falcon vectors that fall inside
                 (std::string("falcon-tiny/") + source).c_str(), matched, checked);
   }
 }
+
+TEST_CASE("the full vocab-only Falcon and GPT-NeoX GGUFs give the ids the tiny models were fed") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  // falcon-tiny and gptneox-tiny keep a prefix of the real vocabularies with the real ids,
+  // so the full vocabularies must tokenize their prompt the same way.
+  const std::string capital = "The capital of France is Paris, and the capital of Germany is";
+  struct Case {
+    const char* vocab;
+    const char* ids;
+  };
+  const Case cases[] = {{"ggml-vocab-falcon.gguf", "falcon-tiny/logits/capital.ids.txt"},
+                        {"ggml-vocab-gpt-neox.gguf", "gptneox-tiny/logits/capital.ids.txt"}};
+  for (const auto& c : cases) {
+    INFO(c.vocab);
+    auto tok = Tokenizer::load(ref / "tokenizers" / c.vocab);
+    const auto expected = read_ids_file(ref / "models" / c.ids);
+    CHECK(loom::test::ids_to_string(tok->encode(capital, true, false)) == loom::test::ids_to_string(expected));
+    CHECK(tok->decode(expected, true) == capital);
+  }
+}
