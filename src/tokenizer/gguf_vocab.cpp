@@ -201,6 +201,7 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
     // llama.cpp promotes end-of-turn texts (<|im_end|>, </s>, ...) to control tokens.
     const bool control = type == tok::type_control || type == tok::type_unknown || is_end_of_turn_text(impl->texts[i]);
     if (type == tok::type_byte) impl->attrs[i] |= attr_byte;
+    if (type == tok::type_unused) impl->attrs[i] |= attr_unused;
     if (control) impl->attrs[i] |= attr_special;
     if (type == tok::type_user_defined) impl->attrs[i] |= attr_added;
     if (!control && type != tok::type_user_defined) continue;

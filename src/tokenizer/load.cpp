@@ -1,4 +1,6 @@
 // Tokenizer::load and Tokenizer::from_gguf_metadata: finding the tokenizer of a path.
+#include <simdjson.h>
+
 #include <algorithm>
 #include <array>
 #include <span>
@@ -7,6 +9,7 @@
 #include <optional>
 
 #include "common/read_file.hpp"
+#include "format/lenient_json.hpp"
 #include "loom/error.hpp"
 #include "loom/format.hpp"
 #include "loom/tokenizer.hpp"
@@ -42,6 +45,40 @@ std::shared_ptr<const Tokenizer> load_gguf(const fs::path& path) {
   return Tokenizer::from_gguf_metadata(source->metadata(), path.string());
 }
 
+// Padding ids tolerated beyond twice the tokenizer's ids (as for a tokenizer.json's own holes).
+constexpr int64_t kPaddingSlack = 1024;
+
+// The model's embedding may have more rows than the tokenizer has ids (Pythia: 50304 rows
+// for 50277 tokens, gptneox-tiny: 8192 for 8151). The model can still produce those ids,
+// so config.json's vocab_size extends the id range with ids that have no token: they
+// decode to nothing, as HF's decode skips ids it has no token for (and as llama.cpp
+// decodes the [PADn] tokens, type UNUSED, that its converter writes for them).
+void pad_to_config_vocab_size(Tokenizer::Impl& impl, const fs::path& dir) {
+  const fs::path config = dir / "config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(config, ec)) return;
+  int64_t vocab_size = 0;
+  try {
+    simdjson::dom::parser parser;
+    simdjson::padded_string storage;
+    const auto root = format::parse_lenient_json(parser, storage, read_file(config), config.string(), nullptr,
+                                                  {.widen_huge_integers = true});
+    if (root["vocab_size"].get(vocab_size) != simdjson::SUCCESS) return;
+  } catch (const Error& e) {
+    // The model loader reports a broken config.json; the tokenizer alone still works.
+    impl.load_warnings.push_back(config.string() + ": vocab_size not read (" + e.detail() + ")");
+    return;
+  }
+  const int64_t have = impl.size();
+  if (vocab_size <= have) return;
+  if (vocab_size > 2 * have + kPaddingSlack) {
+    impl.load_warnings.push_back(config.string() + ": vocab_size " + std::to_string(vocab_size) +
+                                 " is far beyond the tokenizer's " + std::to_string(have) + " ids; not padded");
+    return;
+  }
+  impl.pad_ids_to(static_cast<int32_t>(vocab_size));
+}
+
 std::shared_ptr<const Tokenizer> load_json(const fs::path& json_path) {
   const fs::path dir = json_path.parent_path();
   const fs::path config_path = dir / "tokenizer_config.json";
@@ -52,6 +89,7 @@ std::shared_ptr<const Tokenizer> load_json(const fs::path& json_path) {
   // Newer model repositories keep the chat template in its own file.
   const fs::path jinja = dir / "chat_template.jinja";
   if (impl->chat_template.empty() && fs::is_regular_file(jinja, ec)) impl->chat_template = read_file(jinja);
+  pad_to_config_vocab_size(*impl, dir);
   return std::make_shared<const Tokenizer>(std::move(impl));
 }
 

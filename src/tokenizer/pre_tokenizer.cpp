@@ -190,7 +190,7 @@ void apply_step(const PreTokenizerStep& step, Piece&& piece, Matches& m, const P
                   false, sink);
       break;
     case K::punctuation:
-      char_matches(t, [](uint32_t cp) { return is_ascii_punctuation(cp) || is_punctuation(cp); }, m);
+      char_matches(t, is_hf_punctuation, m);
       split_piece(std::move(piece), m, step.behavior, false, sink);
       break;
     case K::whitespace:

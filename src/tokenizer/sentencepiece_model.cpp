@@ -12,6 +12,7 @@
 #include "loom/error.hpp"
 #include "loom/format.hpp"
 #include "loom/tokenizer.hpp"
+#include "tokenizer/sentencepiece_model.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 
 namespace loom {
@@ -91,12 +92,90 @@ struct SpPiece {
   int64_t type = tok::type_normal;
 };
 
+// What ModelProto says, with the proto's defaults for absent fields.
 struct SpModel {
   std::vector<SpPiece> pieces;
-  int64_t model_type = 1;  // UNIGRAM=1, BPE=2
+  int64_t model_type = 1;  // UNIGRAM=1, BPE=2, WORD=3, CHAR=4
   int64_t unk_id = 0, bos_id = 1, eos_id = 2, pad_id = -1;
+  bool treat_whitespace_as_suffix = false;  // TrainerSpec 24
+  // NormalizerSpec (field 3) and the denormalizer applied when decoding (field 5).
+  std::string normalizer_name;
+  size_t normalizer_charsmap_bytes = 0;  // precompiled_charsmap: empty = identity
+  size_t denormalizer_charsmap_bytes = 0;
   bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = true;
+  bool escape_whitespaces = true;
 };
+
+// Settings that change the ids or the text and that neither llama.cpp's converter nor
+// loom implements: such a model is refused, naming the setting, instead of being
+// tokenized as if it were plain (Llama, Mistral, Phi-3 and Gemma use none of them).
+struct UnsupportedSetting {
+  bool (*present)(const SpModel&);
+  std::string (*describe)(const SpModel&);
+};
+
+const UnsupportedSetting kUnsupportedSettings[] = {
+    {[](const SpModel& m) { return m.model_type != 2; },
+     [](const SpModel& m) {
+       return "trainer_spec.model_type " + std::to_string(m.model_type) +
+              " (only BPE, type 2, is supported; Unigram is not)";
+     }},
+    {[](const SpModel& m) { return m.normalizer_charsmap_bytes > 0; },
+     [](const SpModel& m) {
+       return "normalizer_spec.precompiled_charsmap (normalizer '" + m.normalizer_name +
+              "'): character normalization is not supported, only 'identity'";
+     }},
+    {[](const SpModel& m) { return m.remove_extra_whitespaces; },
+     [](const SpModel&) {
+       return std::string("normalizer_spec.remove_extra_whitespaces (true, or absent: the proto default) is not supported");
+     }},
+    {[](const SpModel& m) { return !m.escape_whitespaces; },
+     [](const SpModel&) {
+       return std::string("normalizer_spec.escape_whitespaces false (spaces not written as U+2581) is not supported");
+     }},
+    {[](const SpModel& m) { return m.denormalizer_charsmap_bytes > 0; },
+     [](const SpModel&) { return std::string("denormalizer_spec.precompiled_charsmap is not supported"); }},
+    {[](const SpModel& m) { return m.treat_whitespace_as_suffix; },
+     [](const SpModel&) { return std::string("trainer_spec.treat_whitespace_as_suffix is not supported"); }},
+};
+
+void refuse_unsupported(const SpModel& m, const std::string& path) {
+  for (const auto& setting : kUnsupportedSettings) {
+    if (setting.present(m)) {
+      throw Error(ErrorCode::unsupported, "SentencePiece model: " + setting.describe(m), {.file = path});
+    }
+  }
+}
+
+// NormalizerSpec fields: name = 1, precompiled_charsmap = 2, add_dummy_prefix = 3,
+// remove_extra_whitespaces = 4, escape_whitespaces = 5.
+void parse_normalizer_spec(ProtoReader& s, SpModel& m, bool denormalizer) {
+  while (!s.done()) {
+    const uint64_t k = s.varint();
+    const auto f = static_cast<uint32_t>(k >> 3);
+    const auto w = static_cast<uint32_t>(k & 7);
+    if (w == 2 && (f == 1 || f == 2)) {
+      const std::string_view bytes = s.bytes_field();
+      if (denormalizer) {
+        if (f == 2) m.denormalizer_charsmap_bytes = bytes.size();
+      } else if (f == 1) {
+        m.normalizer_name = std::string(bytes.substr(0, 64));
+      } else {
+        m.normalizer_charsmap_bytes = bytes.size();
+      }
+      continue;
+    }
+    if (w != 0 || denormalizer) {
+      s.skip(w);
+      continue;
+    }
+    const bool v = s.varint() != 0;
+    if (f == 3) m.add_dummy_prefix = v;
+    if (f == 4) m.remove_extra_whitespaces = v;
+    if (f == 5) m.escape_whitespaces = v;
+  }
+}
 
 SpModel parse_model_proto(std::string_view bytes, const std::string& path) {
   SpModel m;
@@ -125,7 +204,7 @@ SpModel parse_model_proto(std::string_view bytes, const std::string& path) {
       }
       if (m.pieces.size() >= (size_t{1} << 24)) r.fail("more than 16M pieces");
       m.pieces.push_back(std::move(piece));
-    } else if ((field == 2 || field == 3) && wire == 2) {  // TrainerSpec, NormalizerSpec
+    } else if (field == 2 && wire == 2) {  // TrainerSpec
       const uint64_t at = r.offset();
       ProtoReader s(r.bytes_field(), path, at);
       while (!s.done()) {
@@ -137,16 +216,17 @@ SpModel parse_model_proto(std::string_view bytes, const std::string& path) {
           continue;
         }
         const auto v = static_cast<int64_t>(s.varint());
-        if (field == 2) {
-          if (f == 3) m.model_type = v;
-          if (f == 40) m.unk_id = static_cast<int32_t>(v);
-          if (f == 41) m.bos_id = static_cast<int32_t>(v);
-          if (f == 42) m.eos_id = static_cast<int32_t>(v);
-          if (f == 43) m.pad_id = static_cast<int32_t>(v);
-        } else if (f == 3) {
-          m.add_dummy_prefix = v != 0;
-        }
+        if (f == 3) m.model_type = v;
+        if (f == 24) m.treat_whitespace_as_suffix = v != 0;
+        if (f == 40) m.unk_id = static_cast<int32_t>(v);
+        if (f == 41) m.bos_id = static_cast<int32_t>(v);
+        if (f == 42) m.eos_id = static_cast<int32_t>(v);
+        if (f == 43) m.pad_id = static_cast<int32_t>(v);
       }
+    } else if ((field == 3 || field == 5) && wire == 2) {  // NormalizerSpec, denormalizer
+      const uint64_t at = r.offset();
+      ProtoReader s(r.bytes_field(), path, at);
+      parse_normalizer_spec(s, m, field == 5);
     } else {
       r.skip(wire);
     }
@@ -228,22 +308,8 @@ HfSideFiles read_side_files(const fs::path& dir) {
   return out;
 }
 
-}  // namespace
-
-namespace tok {
-
-// `warnings` gets what lenient JSON parsing forgave in the side files.
-Metadata sentencepiece_metadata(const fs::path& dir, std::vector<std::string>& warnings) {
-  const fs::path model_path = dir / "tokenizer.model";
-  const SpModel m = parse_model_proto(read_file(model_path), model_path.string());
-  if (m.model_type != 2) {
-    throw Error(ErrorCode::unsupported,
-                "SentencePiece model type " + std::to_string(m.model_type) +
-                    " (only BPE, type 2, is supported; Unigram is not)",
-                {.file = model_path.string()});
-  }
-  HfSideFiles side = read_side_files(dir);
-  for (auto& w : side.warnings) warnings.push_back(std::move(w));
+// The metadata of a parsed model plus its side files; `dir` names the side files in errors.
+Metadata to_metadata(const SpModel& m, const HfSideFiles& side, const fs::path& dir) {
   std::vector<SpPiece> pieces = m.pieces;
   // Added tokens beyond the model's pieces, then [PADn] up to the config's vocab size
   // (as llama.cpp's converter does), so ids line up with the embedding rows.
@@ -298,6 +364,26 @@ Metadata sentencepiece_metadata(const fs::path& dir, std::vector<std::string>& w
   md.set("tokenizer.ggml.add_space_prefix", MetaValue::of_bool(m.add_dummy_prefix));
   if (!side.chat_template.empty()) md.set("tokenizer.chat_template", MetaValue::of_string(side.chat_template));
   return md;
+}
+
+}  // namespace
+
+namespace tok {
+
+Metadata sentencepiece_model_metadata(std::string_view proto, const std::string& name) {
+  const SpModel m = parse_model_proto(proto, name);
+  refuse_unsupported(m, name);
+  const fs::path path(name);
+  return to_metadata(m, HfSideFiles{}, path.has_parent_path() ? path.parent_path() : fs::path("."));
+}
+
+Metadata sentencepiece_metadata(const fs::path& dir, std::vector<std::string>& warnings) {
+  const fs::path model_path = dir / "tokenizer.model";
+  const SpModel m = parse_model_proto(read_file(model_path), model_path.string());
+  refuse_unsupported(m, model_path.string());
+  HfSideFiles side = read_side_files(dir);
+  for (auto& w : side.warnings) warnings.push_back(std::move(w));
+  return to_metadata(m, side, dir);
 }
 
 }  // namespace tok

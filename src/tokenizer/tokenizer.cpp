@@ -69,6 +69,12 @@ void Tokenizer::Impl::finalize(const std::vector<int32_t>& extra_eog, bool eog_b
   eos_ids.erase(std::unique(eos_ids.begin(), eos_ids.end()), eos_ids.end());
 }
 
+void Tokenizer::Impl::pad_ids_to(int32_t n) {
+  if (n <= size()) return;
+  texts.resize(static_cast<size_t>(n));
+  attrs.resize(static_cast<size_t>(n), tok::attr_empty);
+}
+
 namespace {
 // Word cache limits: only worth it for long texts; short words repeat, long ones rarely.
 constexpr size_t kWordCacheMinText = 4096;
@@ -163,7 +169,7 @@ void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse
 
 std::string Tokenizer::Impl::decode_piece(int32_t id, bool first) const {
   const auto i = static_cast<size_t>(id);
-  if (attrs[i] & tok::attr_empty) return {};
+  if (attrs[i] & tok::attr_silent) return {};
   return decoder.decode_token(texts[i], first);
 }
 
@@ -278,7 +284,7 @@ std::string Tokenizer::StreamDecoder::feed(int32_t id) {
   const Impl& impl = tokenizer_->impl();
   impl.check_id(id);
   if (state_->skip_special && (impl.attrs[static_cast<size_t>(id)] & tok::attr_special)) return {};
-  if (impl.attrs[static_cast<size_t>(id)] & tok::attr_empty) return {};
+  if (impl.attrs[static_cast<size_t>(id)] & tok::attr_silent) return {};
   std::string piece = impl.decode_piece(id, state_->stream.tokens == 0);
   return impl.decoder.push(state_->stream, std::move(piece));
 }

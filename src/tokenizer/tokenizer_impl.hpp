@@ -41,6 +41,10 @@ enum TokenAttr : uint8_t {
   attr_added = 2,        // an added token (matched before the model)
   attr_byte = 4,         // <0xNN> byte token
   attr_empty = 8,        // an id with no token (a hole in the id range)
+  attr_unused = 16,      // an UNUSED (padding) token, e.g. [PAD50277]
+  // Ids that decode to nothing: holes, and UNUSED tokens (llama.cpp's token_to_piece
+  // gives them no text).
+  attr_silent = attr_empty | attr_unused,
 };
 }  // namespace tok
 
@@ -94,6 +98,8 @@ struct Tokenizer::Impl {
   // Shared finishing steps for the builders: sizes texts/attrs to cover every id,
   // computes eos_ids from `extra_eog` and the end-of-turn names, validates special ids.
   void finalize(const std::vector<int32_t>& extra_eog, bool eog_by_name_any_token);
+  // Extends the id range to `n` with ids that have no token (they decode to nothing).
+  void pad_ids_to(int32_t n);
 };
 
 namespace tok {

@@ -149,22 +149,6 @@ bool is_whitespace(uint32_t cp) noexcept {
   return false;
 }
 
-bool is_ascii_punctuation(uint32_t cp) noexcept {
-  return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
-         (cp >= 0x7B && cp <= 0x7E);
-}
-
-bool is_punctuation(uint32_t cp) noexcept {
-  switch (category(cp)) {
-    case UTF8PROC_CATEGORY_PC: case UTF8PROC_CATEGORY_PD: case UTF8PROC_CATEGORY_PS:
-    case UTF8PROC_CATEGORY_PE: case UTF8PROC_CATEGORY_PI: case UTF8PROC_CATEGORY_PF:
-    case UTF8PROC_CATEGORY_PO:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool is_numeric(uint32_t cp) noexcept {
   const auto c = category(cp);
   return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;

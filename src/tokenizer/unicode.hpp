@@ -43,8 +43,9 @@ void byte_level_encode(std::string_view in, std::string& out);
 
 // Unicode properties. Invalid bytes (Utf8Char::valid == false) have none of them.
 bool is_whitespace(uint32_t cp) noexcept;     // Rust char::is_whitespace (White_Space)
-bool is_punctuation(uint32_t cp) noexcept;    // general category P*
-bool is_ascii_punctuation(uint32_t cp) noexcept;
+// HF tokenizers' is_punctuation: ASCII punctuation or P* in the Unicode 8.0 tables of the
+// unicode_categories crate HF uses (hf_punctuation.cpp), not today's categories.
+bool is_hf_punctuation(uint32_t cp) noexcept;
 bool is_numeric(uint32_t cp) noexcept;        // general category N*
 bool is_alphanumeric(uint32_t cp) noexcept;   // L* or N*
 bool is_combining_mark(uint32_t cp) noexcept; // general category M*

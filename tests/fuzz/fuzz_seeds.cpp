@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   for (const char* h : {"safetensors", "shard_index", "gguf", "zip", "unpickler", "npy", "config_json",
-                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c", "chat_template", "batch", "server_request"}) {
+                        "tokenizer_json", "tokenizer_encode", "gguf_tokenizer", "pack_index", "generation_config", "llama2c", "chat_template", "batch", "server_request",
+                        "sentencepiece_model"}) {
     fs::create_directories(out / h);
   }
   const fs::path tmp = out / "tmp";
@@ -197,6 +198,23 @@ int main(int argc, char** argv) {
         R"("behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]},)"
         R"("normalizer":{"type":"NFC"},"decoder":{"type":"ByteLevel"},)"
         R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"Ġ":3},"merges":[["a","b"]],"ignore_merges":true}})");
+  // Falcon's pre-tokenizer Sequence (HF punctuation table, digit runs, 3-digit split) and
+  // GPT-NeoX's normalized whitespace-run added tokens.
+  write(out / "tokenizer_json" / "falcon_style",
+        R"({"added_tokens":[{"id":0,"content":"<|endoftext|>","special":true,"normalized":false}],)"
+        R"("pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Punctuation","behavior":"Contiguous"},)"
+        R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},)"
+        R"({"type":"Digits","individual_digits":false},)"
+        R"({"type":"Split","pattern":{"Regex":"[0-9][0-9][0-9]"},"behavior":"Isolated","invert":false}]},)"
+        R"("decoder":{"type":"ByteLevel"},)"
+        R"("model":{"type":"BPE","vocab":{"<|endoftext|>":0,"a":1,"b":2,"ab":3,"Ġ":4,"1":5,"!":6,"Ġa":7},)"
+        R"("merges":["a b","Ġ a"]}})");
+  write(out / "tokenizer_json" / "neox_style",
+        R"({"added_tokens":[{"id":0,"content":"<|endoftext|>","special":true,"normalized":false},)"
+        R"({"id":5,"content":"   ","special":false,"normalized":true},{"id":6,"content":"  ","special":false,"normalized":true}],)"
+        R"("normalizer":{"type":"NFC"},"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+        R"("decoder":{"type":"ByteLevel"},)"
+        R"("model":{"type":"BPE","vocab":{"<|endoftext|>":0,"a":1,"b":2,"ab":3,"Ġ":4},"merges":["a b"]}})");
   write(out / "tokenizer_json" / "sparse_ids", R"({"model":{"type":"BPE","vocab":{"a":0,"b":16000000},"merges":[]}})");
   write(out / "tokenizer_json" / "lenient",
         "// hand-edited\n"
@@ -233,6 +251,30 @@ int main(int argc, char** argv) {
                                                          MT::string));
     bpe.set("tokenizer.ggml.merges", MetaValue::of_array({MetaValue::of_string("a b")}, MT::string));
     loom::write_gguf(out / "gguf_tokenizer" / "gpt2", bpe, {});
+  }
+
+  // SentencePiece tokenizer.model: the GGUF vocabulary above as a ModelProto, with Gemma's
+  // add_dummy_prefix false, each refused setting, and a truncated one.
+  {
+    using loom::fuzz::SpmProtoSettings;
+    const fs::path spm_dir = out / "sentencepiece_model";
+    auto with = [](auto&& set) {
+      SpmProtoSettings settings;
+      set(settings);
+      return loom::fuzz::spm_model_proto(settings);
+    };
+    write(spm_dir / "llama", loom::fuzz::spm_model_proto());
+    write(spm_dir / "gemma", with([](SpmProtoSettings& p) { p.add_dummy_prefix = false; }));
+    write(spm_dir / "unigram", with([](SpmProtoSettings& p) { p.model_type = 1; }));
+    write(spm_dir / "nfkc", with([](SpmProtoSettings& p) {
+            p.normalizer_name = "nmt_nfkc";
+            p.charsmap = std::string("\x04\x00\x00\x00" "abcd", 8);
+          }));
+    write(spm_dir / "extra_ws", with([](SpmProtoSettings& p) { p.remove_extra_whitespaces = true; }));
+    write(spm_dir / "no_escape", with([](SpmProtoSettings& p) { p.escape_whitespaces = false; }));
+    write(spm_dir / "suffix", with([](SpmProtoSettings& p) { p.treat_whitespace_as_suffix = true; }));
+    const std::string whole = loom::fuzz::spm_model_proto();
+    write(spm_dir / "truncated", std::string_view(whole).substr(0, whole.size() / 2));
   }
 
   // pack index.json: the scratch pack's own, and ones that point elsewhere.

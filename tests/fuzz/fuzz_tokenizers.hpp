@@ -1,13 +1,14 @@
-// Shared by the tokenizer and pack harnesses and by loom_fuzz_seeds: fixed tokenizers and
-// a scratch pack, all made by loom itself (the demo's trained byte-level BPE, a small
-// SentencePiece vocabulary with byte fallback as GGUF metadata, a pack written by
-// write_pack), so that harness and seeds agree on them.
+// Shared by the tokenizer and pack harnesses, by loom_fuzz_seeds and by the tokenizer
+// tests: fixed tokenizers and a scratch pack, all made by loom itself (the demo's trained
+// byte-level BPE, a small SentencePiece vocabulary with byte fallback as GGUF metadata and
+// as a tokenizer.model, a pack written by write_pack), so that harness and seeds agree.
 #pragma once
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -97,6 +98,67 @@ inline Metadata spm_gguf_metadata() {
   md.set("tokenizer.ggml.unknown_token_id", MetaValue::of_uint(0, T::u32));
   md.set("tokenizer.ggml.add_bos_token", MetaValue::of_bool(true));
   return md;
+}
+
+// SentencePiece tokenizer.model settings (ModelProto's TrainerSpec / NormalizerSpec).
+struct SpmProtoSettings {
+  int64_t model_type = 2;  // BPE
+  bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = false;  // written explicitly: the proto default is true
+  bool escape_whitespaces = true;
+  std::string normalizer_name = "identity";
+  std::string charsmap;  // precompiled_charsmap; empty = identity
+  bool treat_whitespace_as_suffix = false;
+};
+
+// The vocabulary of spm_gguf_metadata() as a SentencePiece tokenizer.model (a protobuf
+// ModelProto written field by field, as protobuf serializes it).
+inline std::string spm_model_proto(const SpmProtoSettings& s = {}) {
+  auto varint = [](std::string& out, uint64_t v) {
+    for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7F) | 0x80);
+    out += static_cast<char>(v);
+  };
+  auto number = [&](std::string& out, uint32_t field, uint64_t v) {
+    varint(out, uint64_t{field} << 3);
+    varint(out, v);
+  };
+  auto bytes = [&](std::string& out, uint32_t field, std::string_view b) {
+    varint(out, (uint64_t{field} << 3) | 2);
+    varint(out, b.size());
+    out.append(b);
+  };
+  const Metadata md = spm_gguf_metadata();
+  const auto& tokens = md.find("tokenizer.ggml.tokens")->as_array();
+  const auto& scores = md.find("tokenizer.ggml.scores")->as_array();
+  const auto& types = md.find("tokenizer.ggml.token_type")->as_array();
+  std::string proto;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string piece;
+    bytes(piece, 1, tokens[i].as_string());
+    const auto score = static_cast<float>(scores[i].as_double());
+    char le[4];
+    std::memcpy(le, &score, 4);
+    varint(piece, (uint64_t{2} << 3) | 5);
+    piece.append(le, 4);
+    number(piece, 3, static_cast<uint64_t>(types[i].as_int()));
+    bytes(proto, 1, piece);
+  }
+  std::string trainer;
+  number(trainer, 3, static_cast<uint64_t>(s.model_type));
+  number(trainer, 24, s.treat_whitespace_as_suffix ? 1 : 0);
+  number(trainer, 35, 1);  // byte_fallback
+  number(trainer, 40, 0);
+  number(trainer, 41, 1);
+  number(trainer, 42, 2);
+  bytes(proto, 2, trainer);
+  std::string normalizer;
+  bytes(normalizer, 1, s.normalizer_name);
+  if (!s.charsmap.empty()) bytes(normalizer, 2, s.charsmap);
+  number(normalizer, 3, s.add_dummy_prefix ? 1 : 0);
+  number(normalizer, 4, s.remove_extra_whitespaces ? 1 : 0);
+  number(normalizer, 5, s.escape_whitespaces ? 1 : 0);
+  bytes(proto, 3, normalizer);
+  return proto;
 }
 
 // Tokenizers with a token for every byte, so decode(encode(x)) == x for any bytes.

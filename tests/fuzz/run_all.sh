@@ -12,7 +12,7 @@ duration=${1:?usage: tests/fuzz/run_all.sh DURATION [BUILD_DIR]}
 build=${2:-build-fuzz}
 fuzz_dir=$build/tests/fuzz
 harnesses=(safetensors shard_index gguf zip unpickler npy config_json tokenizer_json tokenizer_encode gguf_tokenizer
-           pack_index generation_config llama2c chat_template batch server_request)
+           pack_index generation_config llama2c chat_template batch server_request sentencepiece_model)
 
 for h in "${harnesses[@]}"; do
   if [[ ! -x $fuzz_dir/loom_fuzz_$h || ! -d $fuzz_dir/seeds/$h ]]; then

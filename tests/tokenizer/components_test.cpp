@@ -260,6 +260,43 @@ TEST_CASE("Digits, Punctuation, Whitespace, WhitespaceSplit and CharDelimiterSpl
   CHECK(pre_tokenize(one_step(c), "axbxxc") == V{"a", "b", "c"});
 }
 
+TEST_CASE("Punctuation and Digits split as HF's pre-tokenizers do: every behavior, HF's punctuation table") {
+  // Expected pieces: HF tokenizers 0.23.2 (punctuationPreTokenizer / digitsPreTokenizer).
+  using V = std::vector<std::string>;
+  PreTokenizerStep p;
+  p.kind = K::punctuation;
+  const std::pair<SplitBehavior, V> behaviors[] = {
+      {SplitBehavior::removed, V{"a", "b", "c"}},
+      {SplitBehavior::isolated, V{"a", ".", ".", "b", "!", "c"}},
+      {SplitBehavior::merged_with_previous, V{"a.", ".", "b!", "c"}},
+      {SplitBehavior::merged_with_next, V{"a", ".", ".b", "!c"}},
+      {SplitBehavior::contiguous, V{"a", "..", "b", "!", "c"}},
+  };
+  for (const auto& [behavior, pieces] : behaviors) {
+    p.behavior = behavior;
+    CHECK(pre_tokenize(one_step(p), "a..b!c") == pieces);
+  }
+  // ASCII symbols are punctuation (Rust's is_ascii_punctuation); other symbols are not.
+  p.behavior = SplitBehavior::contiguous;
+  CHECK(pre_tokenize(one_step(p), "x$+<=>^`|~y") == V{"x", "$+<=>^`|~", "y"});
+  p.behavior = SplitBehavior::isolated;
+  CHECK(pre_tokenize(one_step(p), "a\u00B1b\u2192c\u20ACd") == V{"a\u00B1b\u2192c\u20ACd"});
+  // HF's table is Unicode 8.0's: U+166D is still punctuation (So since Unicode 12), and
+  // U+2E43 (Po since Unicode 10) is not yet.
+  CHECK(pre_tokenize(one_step(p), "a\u166Db\u2E43c") == V{"a", "\u166D", "b\u2E43c"});
+  CHECK(is_hf_punctuation(0x166D));
+  CHECK_FALSE(is_hf_punctuation(0x2E43));
+  CHECK(is_hf_punctuation(0x3002));  // 。
+  CHECK_FALSE(is_hf_punctuation(0x20AC));  // €
+
+  // Digits: Rust's char::is_numeric (Nd, Nl, No), in runs or one by one.
+  PreTokenizerStep d;
+  d.kind = K::digits;
+  CHECK(pre_tokenize(one_step(d), "x\u00B2\u0663\u216By") == V{"x", "\u00B2\u0663\u216B", "y"});
+  d.individual = true;
+  CHECK(pre_tokenize(one_step(d), "x\u00B2\u0663\u216By") == V{"x", "\u00B2", "\u0663", "\u216B", "y"});
+}
+
 TEST_CASE("a pre-tokenizer Sequence feeds each step the pieces of the previous one") {
   PreTokenizer pt;
   PreTokenizerStep split;
