@@ -8,11 +8,11 @@
 #include "common/log_format.hpp"
 #include "common/read_file.hpp"
 #include "common/sha256.hpp"
+#include "format/pack_format.hpp"
 #include "loom/error.hpp"
 #include "loom/pack.hpp"
 #include "model/config_parse.hpp"
 #include "model/generation_config.hpp"
-#include "model/pack_internal.hpp"
 #include "tensor/byte_order.hpp"
 #include "tokenizer/llama2c_vocab.hpp"
 
@@ -112,7 +112,7 @@ void verify_files(const WeightSource& source, const LoadOptions& options) {
 
 std::unique_ptr<WeightSource> open_source(const std::filesystem::path& path, const LoadOptions& options) {
   const OpenOptions open{.io_mode = options.io_mode, .fs_magic_override = options.fs_magic_override};
-  if (is_pack(path)) return pack_detail::open_pack(path, open);
+  if (is_pack(path)) return format::pack::open(path, open);
   return open_weights(path, open);
 }
 

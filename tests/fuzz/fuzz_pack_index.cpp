@@ -7,10 +7,10 @@
 #include <fstream>
 #include <string>
 
+#include "format/pack_format.hpp"
 #include "fuzz/fuzz_tokenizers.hpp"
 #include "loom/error.hpp"
 #include "loom/format.hpp"
-#include "model/pack_internal.hpp"
 
 namespace fs = std::filesystem;
 
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   }
   try {
-    const auto source = loom::pack_detail::open_pack(pack, {});
+    const auto source = loom::format::pack::open(pack, {});
     volatile uint64_t sink = 0;
     for (const auto& r : source->tensors()) {
       const loom::Tensor t = source->load(r);
