@@ -34,11 +34,13 @@ double DraftLength::verify_estimate(int32_t n) const {
 int32_t DraftLength::next() {
   const int32_t kmax = params_.max_draft;
   if (!params_.adaptive) return kmax;
-  // Measure first: a plain step (the cost drafting must beat), then a full draft. A
-  // plain step's cost cannot be guessed from a long pass's: it is a small part of it
-  // where decode is bound by memory, nearly proportional to the rows for a tiny model.
+  // Measure first: a plain step (the cost drafting must beat), then a short draft (the
+  // draft's cost per token and a first acceptance; a full-length first draft from a weak
+  // drafter costs k draft steps and a long pass for nothing). A plain step's cost cannot
+  // be guessed from a long pass's: it is a small part of it where decode is bound by
+  // memory, nearly proportional to the rows for a tiny model.
   if (verify_[1] < 0.0) return 0;
-  if (draft_per_token_ < 0.0) return kmax;
+  if (draft_per_token_ < 0.0) return std::min(kmax, kFirstDraft);
   // While drafting, a plain step now and then keeps its cost measured (a plain round
   // loses nothing against plain decoding).
   if (drafting_rounds_ >= params_.probe_interval) {

@@ -28,6 +28,7 @@ class DraftLength {
 
  private:
   double verify_estimate(int32_t n) const;
+  static constexpr int32_t kFirstDraft = 2;  // the measuring draft's length
 
   SpeculativeParams params_;
   double accepted_ = 1.0;  // decayed counts; the prior is alpha = 0.5

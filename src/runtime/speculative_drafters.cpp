@@ -87,7 +87,17 @@ class ModelDrafter final : public Drafter {
     // the draft's context, restart on the most recent tokens instead: catching up would
     // cost a draft pass per token, the price of drafting every one of them; a draft that
     // sees a window is still a valid draft (the target verifies), only a weaker one.
-    if (!synced_ && seed_from_target_) seed_from_target(context, limit);
+    // A draft that can take the target's cache takes it whenever it would otherwise feed
+    // more than the two tokens of a drafting round: at the start, and after plain rounds
+    // (the adaptive length's probes), where catching up would cost a draft pass over
+    // every token decoded meanwhile.
+    if (seed_from_target_) {
+      const size_t settled = synced_ && offset_ == 0
+                                 ? static_cast<size_t>(std::mismatch(fed_.begin(), fed_.end(), context.begin(),
+                                                                     context.end()).first - fed_.begin())
+                                 : 0;
+      if (!synced_ || offset_ != 0 || context.size() - settled > 2) seed_from_target(context, limit);
+    }
     if (!synced_ || offset_ > context.size()) {
       offset_ = 0;
     }

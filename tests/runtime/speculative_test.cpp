@@ -629,7 +629,7 @@ TEST_CASE("speculative: the adaptive length backs off to plain decoding when dra
   const auto r = loom::speculative_generate_from_tokens(s, sampler, nullptr, prompt, wrong.get(), {}, no_eos(200));
   CHECK(r.generation.tokens == want);
   CHECK(r.stats.accepted == 0);
-  // A first round of 8, a few rounds of one while the acceptance estimate falls, then
+  // A first round of 2, a few rounds of one while the acceptance estimate falls, then
   // probes of one every 16 plain rounds (timing noise may add a few): far from the 1600
   // drafts of a fixed k = 8.
   CHECK(r.stats.drafted < 60);
