@@ -33,16 +33,7 @@ loom::ModelConfig family_config(const std::string& family) {
     c.n_kv_heads = c.n_heads;  // Phi-3 mini: MHA
     c.sliding_window = 2047;
   } else if (family == "gpt2") {
-    c.norm = loom::NormKind::layer_norm;
-    c.norm_bias = true;
-    c.ffn = loom::FfnKind::gelu_mlp;
-    c.activation = loom::Activation::gelu_tanh;
-    c.position = loom::PositionKind::learned;
-    c.qkv_bias = c.attn_out_bias = c.ffn_bias = true;
-    c.n_kv_heads = c.n_heads;
-    c.intermediate_size = 4 * c.hidden_size;
-    c.tie_word_embeddings = true;
-    c.max_positions = 64;
+    c = t::tiny_gpt2_config();
   } else if (family == "gpt2-gelu") {
     c = family_config("gpt2");
     c.activation = loom::Activation::gelu_erf;  // HF "gelu": the exact erf form

@@ -208,18 +208,7 @@ TEST_CASE("a tied embedding is quantized once and serves lookup and output proje
 TEST_CASE("a recipe leaves what the slot table keeps unquantized: norms, biases, learned positions") {
   // GPT-2's learned position embeddings stay in their stored dtype (as llama.cpp's
   // quantizer keeps them); its matrices and token embedding take the recipe's type.
-  auto config = t::tiny_llama_config();
-  config.norm = loom::NormKind::layer_norm;
-  config.norm_bias = true;
-  config.ffn = loom::FfnKind::plain;
-  config.activation = loom::Activation::gelu_tanh;
-  config.position = loom::PositionKind::learned;
-  config.qkv_bias = config.attn_out_bias = config.ffn_bias = true;
-  config.n_kv_heads = config.n_heads;
-  config.intermediate_size = 4 * config.hidden_size;
-  config.architecture = "gpt2";
-  config.max_positions = 64;
-  config.tie_word_embeddings = true;
+  const auto config = t::tiny_gpt2_config();
   t::TempDir dir;
   loom::export_model(config, t::random_weights(config, 63), dir / "src", loom::ExportFormat::safetensors);
   loom::write_pack(dir / "src", dir / "p", quantized("q8_0"));

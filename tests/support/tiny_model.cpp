@@ -30,6 +30,22 @@ ModelConfig tiny_llama_config() {
   return c;
 }
 
+ModelConfig tiny_gpt2_config(int64_t max_positions) {
+  ModelConfig c = tiny_llama_config();
+  c.architecture = "gpt2";
+  c.norm = NormKind::layer_norm;
+  c.norm_bias = true;
+  c.ffn = FfnKind::plain;
+  c.activation = Activation::gelu_tanh;
+  c.position = PositionKind::learned;
+  c.qkv_bias = c.attn_out_bias = c.ffn_bias = true;
+  c.n_kv_heads = c.n_heads;
+  c.intermediate_size = 4 * c.hidden_size;
+  c.tie_word_embeddings = true;
+  c.max_positions = max_positions;
+  return c;
+}
+
 namespace {
 
 Tensor random_tensor(const Shape& shape, DType dtype, std::mt19937& rng, float mean, float std) {

@@ -16,6 +16,9 @@ namespace loom::test {
 // A small Llama-shaped config: hidden 64, 2 layers, 4 heads / 2 kv heads, head_dim 16,
 // ffn 96, vocab 128, RMSNorm, SwiGLU, RoPE.
 ModelConfig tiny_llama_config();
+// The tiny shape as GPT-2 builds it: LayerNorm with biases, a plain tanh-GELU FFN 4x
+// wide, learned positions (max_positions), biases everywhere, MHA, tied output.
+ModelConfig tiny_gpt2_config(int64_t max_positions = 64);
 
 // Random weights for `config` (normal(0, std) matrices, 1 + normal(0, 0.1) norms,
 // normal(0, 0.05) biases), matrices stored as `matrix_dtype`. Deterministic in `seed`.
