@@ -277,6 +277,13 @@ void Forward::run(std::span<const PassSequence> seqs) {
     if (c.parallel_residual) {
       // x + attn(n1(x)) + ffn(n2(x)): the FFN reads the layer input (or the attention's
       // own norm output, when they share one), so x is updated once both are done.
+      if (options_.trace) {
+        // The same stage as a sequential block's: the residual plus the attention branch.
+        std::vector<float> after_attention(x_.begin(), x_.begin() + m * H);
+        kernels::add_inplace(after_attention.data(), proj_.data(), m * H);
+        name = "blk." + std::to_string(l) + ".attn_out";
+        trace(name, after_attention.data(), m, H);
+      }
       if (!c.shared_attn_ffn_norm) norm_rows(L.ffn_norm, L.ffn_norm_bias, x_.data(), h_.data(), m);
       feed_forward(L, m, ffn_out_.data());
       kernels::add_inplace(x_.data(), proj_.data(), m * H);

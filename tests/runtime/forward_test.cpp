@@ -321,6 +321,34 @@ TEST_CASE("the debug hook sees every stage with checksums") {
   for (double d : sums) CHECK(d == 0.0);
 }
 
+TEST_CASE("the debug hook sees the same stages in a parallel-residual block") {
+  // GPT-NeoX style: x + attn(n1(x)) + ffn(n2(x)). attn_out is the residual plus the
+  // attention branch, as in a sequential block; ffn_out is the layer's output.
+  auto config = t::tiny_gpt2_config();
+  config.architecture = "gptneox";
+  config.position = loom::PositionKind::rope;
+  config.activation = loom::Activation::gelu_erf;
+  config.parallel_residual = true;
+  config.tie_word_embeddings = false;
+  auto model = t::make_model(config, t::random_weights(config, 15));
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> values;
+  SessionOptions o;
+  o.trace = [&](const loom::TraceEvent& e) {
+    names.emplace_back(e.name);
+    values.emplace_back(e.values, e.values + e.n_tokens * e.dim);
+  };
+  Session s(model, o);
+  s.prefill(prompt_short());
+  const std::vector<std::string> want{"embd", "blk.0.attn_out", "blk.0.ffn_out", "blk.1.attn_out",
+                                      "blk.1.ffn_out", "output_norm", "logits"};
+  CHECK(names == want);
+  // Both stages of a layer start from the same input: they differ by the FFN branch only.
+  REQUIRE(values.size() == want.size());
+  CHECK(values[1] != values[2]);
+  CHECK(values[1] != values[0]);
+}
+
 TEST_CASE("a model rejects weights that disagree with its config, naming the slot") {
   auto config = t::tiny_llama_config();
   auto weights = t::random_weights(config, 14);
