@@ -249,7 +249,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     const Tensor* tensor;
     bool vector;
     bool tied;
-    bool quantizable;  // the slot table's recipe_quantizes
+    bool quantizable;  // slots::recipe_may_quantize
   };
   std::vector<Item> items;
   for (const auto& slot : slots::all_slots()) {
@@ -258,7 +258,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     for (int64_t l = 0; l < layers; ++l) {
       const Tensor& t = slots::tensor_of(weights, slot, l);
       const bool tied = slots::tied_in(config, slot) && slots::shares_tied_storage(weights, slot);
-      items.push_back({slots::full_name(slot, l), &t, slots::is_vector(slot.role), tied, slot.recipe_quantizes});
+      items.push_back({slots::full_name(slot, l), &t, slots::is_vector(slot.role), tied, slots::recipe_may_quantize(slot)});
     }
   }
 

@@ -72,11 +72,18 @@ struct WeightSlot {
   std::string_view shape_fields;
   RopeRows rope_rows = RopeRows::none;
   Slot ties_to = Slot::none;  // the slot whose storage it shares when the config ties them
-  // Whether a quantization recipe (`loom convert --quantize`) may quantize it. Norms and
-  // biases are never quantized (f32 in memory), nor are learned position embeddings
-  // (small, and read one row per token: llama.cpp's quantizer keeps them too).
+  // Whether a quantization recipe (`loom convert --quantize`) may quantize this matrix or
+  // embedding: learned position embeddings are kept (small, and read one row per token;
+  // llama.cpp's quantizer keeps them too). Norms and biases never are: see
+  // recipe_may_quantize.
   bool recipe_quantizes = true;
 };
+
+// Whether a recipe may quantize the slot: a matrix or embedding that allows it (vectors
+// stay f32 whatever a row says).
+constexpr bool recipe_may_quantize(const WeightSlot& slot) noexcept {
+  return !is_vector(slot.role) && slot.recipe_quantizes;
+}
 
 std::span<const WeightSlot> all_slots() noexcept;
 const WeightSlot& slot(Slot id) noexcept;
