@@ -1,6 +1,9 @@
 #include "common/sha256.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <vector>
 
 namespace loom {
 
@@ -119,6 +122,29 @@ std::string Sha256::finish_hex() {
 std::string sha256_hex(const void* data, size_t size) {
   Sha256 h;
   h.update(data, size);
+  return h.finish_hex();
+}
+
+std::optional<std::string> sha256_file_range(const std::filesystem::path& file, uint64_t offset,
+                                             std::optional<uint64_t> length) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  in.seekg(static_cast<std::streamoff>(offset));
+  if (!in) return std::nullopt;
+  Sha256 h;
+  std::vector<char> buffer(size_t{1} << 20);
+  uint64_t left = length.value_or(UINT64_MAX);
+  while (left > 0) {
+    const auto n = static_cast<std::streamsize>(std::min<uint64_t>(left, buffer.size()));
+    in.read(buffer.data(), n);
+    const auto got = in.gcount();
+    h.update(buffer.data(), static_cast<size_t>(got));
+    left -= static_cast<uint64_t>(got);
+    if (got != n) {
+      if (length) return std::nullopt;  // shorter than asked
+      break;                            // the end of the file
+    }
+  }
   return h.finish_hex();
 }
 

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 
 namespace loom {
@@ -25,5 +27,11 @@ class Sha256 {
 };
 
 std::string sha256_hex(const void* data, size_t size);
+
+// The hex SHA-256 of `length` bytes of `file` at `offset` (all of it from `offset` when
+// `length` is nullopt), read in 1 MiB pieces; nullopt when the file cannot be read or is
+// too short.
+std::optional<std::string> sha256_file_range(const std::filesystem::path& file, uint64_t offset,
+                                             std::optional<uint64_t> length);
 
 }  // namespace loom

@@ -1,6 +1,5 @@
 #include "format/pack_format.hpp"
 
-#include <fstream>
 #include <map>
 
 #include "common/read_file.hpp"
@@ -92,26 +91,6 @@ std::vector<PackedTensor> read_tensor_entries(simdjson::dom::element root, const
   return out;
 }
 
-// Hashes `length` bytes of `file` at `offset`; false when the file is too short.
-bool hash_range(const fs::path& file, uint64_t offset, uint64_t length, std::string& out) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return false;
-  in.seekg(static_cast<std::streamoff>(offset));
-  Sha256 h;
-  std::vector<char> buf(size_t{1} << 20);
-  uint64_t left = length;
-  while (left > 0) {
-    const auto n = static_cast<std::streamsize>(std::min<uint64_t>(left, buf.size()));
-    in.read(buf.data(), n);
-    if (in.gcount() != n) return false;
-    h.update(buf.data(), static_cast<size_t>(n));
-    left -= static_cast<uint64_t>(n);
-  }
-  out = h.finish_hex();
-  return true;
-}
-
-
 bool is_pack_dir(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec) || !fs::exists(path / "index.json", ec)) return false;
@@ -194,12 +173,12 @@ std::vector<Problem> verify(const fs::path& pack) {
   for (const auto& t : read_tensor_entries(root, index_path)) {
     if (!t.tied_to.empty()) continue;
     const fs::path p = pack / t.file;
-    std::string hash;
-    if (!hash_range(p, t.offset, t.length, hash)) {
+    const auto hash = sha256_file_range(p, t.offset, t.length);
+    if (!hash) {
       problems.push_back({t.name, p.string(), "bytes " + std::to_string(t.offset) + ".." +
                                                   std::to_string(t.offset + t.length) + " are not all in the file"});
-    } else if (hash != t.sha256) {
-      problems.push_back({t.name, p.string(), "sha256 is " + hash + ", the index says " + t.sha256});
+    } else if (*hash != t.sha256) {
+      problems.push_back({t.name, p.string(), "sha256 is " + *hash + ", the index says " + t.sha256});
     }
   }
   return problems;

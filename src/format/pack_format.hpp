@@ -46,10 +46,6 @@ std::vector<PackedTensor> read_tensor_entries(simdjson::dom::element root, const
 // A string field; throws Error(format) naming the field and the file.
 std::string string_field(simdjson::dom::element e, std::string_view key, const std::filesystem::path& path);
 
-// SHA-256 (lowercase hex) of `length` bytes of `file` at `offset`; false when the file
-// is too short or unreadable.
-bool hash_range(const std::filesystem::path& file, uint64_t offset, uint64_t length, std::string& out);
-
 // True when `path` is a directory whose index.json has format "loom-pack".
 bool is_pack_dir(const std::filesystem::path& path);
 // The pack's tensors as a WeightSource (FormatKind::pack), zero-copy where mapped.

@@ -19,15 +19,9 @@
 namespace loom {
 
 std::string sha256_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, "cannot read", {.file = path.string()});
-  Sha256 h;
-  std::vector<char> buffer(size_t{1} << 20);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    h.update(buffer.data(), static_cast<size_t>(in.gcount()));
-  }
-  return h.finish_hex();
+  auto hash = sha256_file_range(path, 0, std::nullopt);
+  if (!hash) throw Error(ErrorCode::io, "cannot read", {.file = path.string()});
+  return *hash;
 }
 
 namespace load {

@@ -31,7 +31,6 @@ namespace loom {
 
 namespace {
 
-using format::pack::hash_range;
 using format::pack::kAlignment;
 using format::pack::PackedTensor;
 using format::pack::parse_json;
@@ -216,8 +215,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   for (; verified < checkpoint.tensors.size(); ++verified) {
     const auto& t = checkpoint.tensors[verified];
     if (!t.tied_to.empty()) continue;
-    std::string hash;
-    if (!hash_range(partial / t.file, t.offset, t.length, hash) || hash != t.sha256) break;
+    if (sha256_file_range(partial / t.file, t.offset, t.length) != t.sha256) break;
   }
   checkpoint.tensors.resize(verified);
   PackResult result;
