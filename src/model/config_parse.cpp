@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -10,6 +11,7 @@
 #include "loom/error.hpp"
 #include "model/architectures.hpp"
 #include "model/config_fields.hpp"
+#include "tokenizer/gguf_vocab.hpp"
 
 namespace loom::config_parse {
 
@@ -453,20 +455,12 @@ ModelConfig from_gguf(const WeightSource& source) {
   };
   c.bos_token_id = id("tokenizer.ggml.bos_token_id");
   if (auto eos = id("tokenizer.ggml.eos_token_id")) c.eos_token_ids.push_back(*eos);
-  // An end-of-turn id ends generation too, but only when it names a special token:
-  // llama.cpp's converter writes CodeGemma's eot id 107 into every Gemma GGUF, where 107
-  // is the byte token <0x68> ('h'), and stopping there would cut text at the first h.
-  auto is_special = [&](int32_t token) {
-    const MetaValue* types = source.metadata().find("tokenizer.ggml.token_type");
-    if (types == nullptr || types->type() != MetaValue::Type::array) return true;
-    const auto& list = types->as_array();
-    if (static_cast<size_t>(token) >= list.size()) return false;
-    const int64_t type = list[static_cast<size_t>(token)].as_int();
-    return type == 3 || type == 4;  // control, user-defined (tok::TokenType in src/tokenizer)
-  };
-  if (auto eot = id("tokenizer.ggml.eot_token_id");
-      eot && is_special(*eot) && (c.eos_token_ids.empty() || *eot != c.eos_token_ids[0])) {
-    c.eos_token_ids.push_back(*eot);
+  // End-of-turn ids end generation too, when they name special tokens (the rule and why
+  // live with the GGUF vocabulary reader).
+  for (int32_t eot : tok::gguf_end_of_turn_ids(source.metadata(), path)) {
+    if (eot < c.vocab_size && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), eot) == c.eos_token_ids.end()) {
+      c.eos_token_ids.push_back(eot);
+    }
   }
   try {
     c.validate();

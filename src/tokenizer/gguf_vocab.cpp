@@ -8,6 +8,7 @@
 
 #include "loom/error.hpp"
 #include "loom/format.hpp"
+#include "tokenizer/gguf_vocab.hpp"
 #include "tokenizer/str_cat.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 
@@ -127,6 +128,25 @@ std::string lowercase_ascii(std::string s) {
 
 }  // namespace
 
+std::vector<int32_t> gguf_end_of_turn_ids(const Metadata& md, std::string_view display_name) {
+  MetaReader r(md, display_name);
+  const auto* tokens = r.opt_array("tokenizer.ggml.tokens");
+  const auto* types = r.opt_array("tokenizer.ggml.token_type");
+  const size_t n = tokens ? tokens->size() : 0;
+  std::vector<int32_t> out;
+  for (std::string_view key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    const auto id = r.opt_int(key);
+    if (!id || *id < 0 || static_cast<size_t>(*id) >= n) continue;  // absent, or 0xFFFFFFFF ("none")
+    if (types != nullptr) {
+      if (static_cast<size_t>(*id) >= types->size()) continue;
+      const int64_t type = r.guarded("tokenizer.ggml.token_type", [&] { return (*types)[static_cast<size_t>(*id)].as_int(); });
+      if (type != type_control && type != type_user_defined) continue;
+    }
+    if (std::find(out.begin(), out.end(), static_cast<int32_t>(*id)) == out.end()) out.push_back(static_cast<int32_t>(*id));
+  }
+  return out;
+}
+
 std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string_view display_name) {
   const MetaReader r(md, display_name);
   auto impl = std::make_unique<Tokenizer::Impl>();
@@ -180,15 +200,7 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
   impl->eos = id_key("tokenizer.ggml.eos_token_id", spm ? std::optional<int32_t>(2) : std::nullopt);
   impl->unk = id_key("tokenizer.ggml.unknown_token_id", spm ? std::optional<int32_t>(0) : std::nullopt);
   impl->pad = id_key("tokenizer.ggml.padding_token_id", std::nullopt);
-  std::vector<int32_t> extra_eog;
-  for (std::string_view key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
-    // Only a special token ends a turn: llama.cpp's converter writes CodeGemma's eot id
-    // 107 into every Gemma GGUF, where 107 may be an ordinary (byte) token.
-    const auto id = id_key(key, std::nullopt);
-    if (!id) continue;
-    const int64_t type = type_values[static_cast<size_t>(*id)];
-    if (!types || type == tok::type_control || type == tok::type_user_defined) extra_eog.push_back(*id);
-  }
+  const std::vector<int32_t> extra_eog = gguf_end_of_turn_ids(md, display_name);
 
   // ---- token attributes; control / unknown / user-defined tokens are matched first ----
   const std::string model_name = lowercase_ascii(r.opt_string("general.name").value_or(""));
