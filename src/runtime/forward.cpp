@@ -23,6 +23,9 @@ void ensure(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
+// An optional bias as kernels::linear takes it: null when the model has none.
+const Tensor* bias(const Tensor& b) { return b.defined() ? &b : nullptr; }
+
 }  // namespace
 
 // Which sequence and position each row of the pass belongs to.
@@ -165,7 +168,6 @@ void Forward::feed_forward(const LayerWeights& L, int64_t m, float* out) {
   const int64_t F = c.intermediate_size;
   ThreadPool& tp = *options_.pool;
   const bool fast = options_.bf16_activations;
-  auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
   if (c.ffn == FfnKind::gated) {
     kernels::linear(L.ffn_gate, nullptr, h_.data(), H, m, gate_.data(), F, tp, fast);
     kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, up_.data(), F, tp, fast);
@@ -250,7 +252,6 @@ void Forward::run(std::span<const PassSequence> seqs) {
     ensure(sin_, m * half);
     for (int64_t t = 0; t < m; ++t) rope_angles(rows.position[static_cast<size_t>(t)], cos_.data() + t * half, sin_.data() + t * half);
   }
-  auto bias = [](const Tensor& b) { return b.defined() ? &b : nullptr; };
   ThreadPool& tp = *options_.pool;
   const bool fast = options_.bf16_activations;
   std::string name;
