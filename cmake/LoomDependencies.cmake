@@ -12,6 +12,9 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # utf8proc gives the tokenizer normalizers real Unicode NFC/NFD/NFKC/NFKD composition,
 # case mapping and general categories (Qwen2's tokenizer.json normalizes to NFC).
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+# OpenSSL's libcrypto (Debian's libssl-dev) hashes weight files and packs with the CPU's
+# SHA extensions: ~7x the hand-written SHA-256 it replaced, at the disk's speed.
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
 if(LOOM_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache git python3
   libeigen3-dev libsimdjson-dev libspdlog-dev libfmt-dev catch2 libbenchmark-dev
-  libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+  libpcre2-dev libutf8proc-dev libssl-dev libcpp-httplib-dev
   curl  # the loom serve tests read SSE framing and /health through it
 )
 # The loom serve tests drive the server with the official `openai` npm client (pinned in

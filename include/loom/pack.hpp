@@ -72,10 +72,11 @@ struct VerifyProblem {
   std::string detail;
 };
 
-// Checks a pack's data files and every tensor against the index (sizes, sha256).
-// Returns every problem found (empty: the pack is intact). Throws only when the index
-// itself cannot be read.
-std::vector<VerifyProblem> verify_pack(const std::filesystem::path& pack);
+// Checks a pack's data files and every tensor against the index (sizes, sha256), hashing
+// on `threads` threads (<= 0: one per hardware thread). Returns every problem found, in
+// index order (empty: the pack is intact). Throws only when the index itself cannot be
+// read.
+std::vector<VerifyProblem> verify_pack(const std::filesystem::path& pack, int threads = 0);
 
 // True when `path` is a pack directory (has an index.json of format "loom-pack").
 bool is_pack(const std::filesystem::path& path);

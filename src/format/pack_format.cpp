@@ -152,7 +152,7 @@ std::unique_ptr<WeightSource> open(const fs::path& dir, const OpenOptions& optio
                                         std::move(md));
 }
 
-std::vector<Problem> verify(const fs::path& pack) {
+std::vector<Problem> verify(const fs::path& pack, ThreadPool& pool) {
   const fs::path index_path = pack / "index.json";
   simdjson::dom::parser parser;
   const simdjson::padded_string text(read_file(index_path));
@@ -170,15 +170,22 @@ std::vector<Problem> verify(const fs::path& pack) {
                                               " bytes, the index says " + std::to_string(size)});
     }
   }
-  for (const auto& t : read_tensor_entries(root, index_path)) {
+  std::vector<PackedTensor> stored;
+  std::vector<FileRange> ranges;
+  for (auto& t : read_tensor_entries(root, index_path)) {
     if (!t.tied_to.empty()) continue;
-    const fs::path p = pack / t.file;
-    const auto hash = sha256_file_range(p, t.offset, t.length);
-    if (!hash) {
-      problems.push_back({t.name, p.string(), "bytes " + std::to_string(t.offset) + ".." +
-                                                  std::to_string(t.offset + t.length) + " are not all in the file"});
-    } else if (*hash != t.sha256) {
-      problems.push_back({t.name, p.string(), "sha256 is " + *hash + ", the index says " + t.sha256});
+    ranges.push_back({pack / t.file, t.offset, t.length});
+    stored.push_back(std::move(t));
+  }
+  const auto hashes = sha256_file_ranges(ranges, pool);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const PackedTensor& t = stored[i];
+    const std::string p = ranges[i].file.string();
+    if (!hashes[i]) {
+      problems.push_back({t.name, p, "bytes " + std::to_string(t.offset) + ".." +
+                                         std::to_string(t.offset + t.length) + " are not all in the file"});
+    } else if (*hashes[i] != t.sha256) {
+      problems.push_back({t.name, p, "sha256 is " + *hashes[i] + ", the index says " + t.sha256});
     }
   }
   return problems;

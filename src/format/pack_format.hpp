@@ -16,6 +16,7 @@
 
 #include "common/json_writer.hpp"
 #include "loom/format.hpp"
+#include "loom/thread_pool.hpp"
 
 namespace loom::format::pack {
 
@@ -56,7 +57,8 @@ struct Problem {
   std::string file;
   std::string detail;
 };
-// Every data file's size and every tensor's sha256 against the index.
-std::vector<Problem> verify(const std::filesystem::path& pack);
+// Every data file's size and every tensor's sha256 against the index; the tensors are
+// hashed on `pool`'s threads, problems listed in index order.
+std::vector<Problem> verify(const std::filesystem::path& pack, ThreadPool& pool);
 
 }  // namespace loom::format::pack

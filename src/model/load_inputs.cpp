@@ -74,6 +74,8 @@ void add_file_warnings(LoadReport& report, const std::vector<std::string>& warni
 // ---- file verification ----
 
 void verify_files(const WeightSource& source, const LoadOptions& options) {
+  std::vector<FileRange> to_hash;
+  std::vector<std::string> want_hash;
   for (const auto& f : source.files()) {
     FileExpectation want;
     if (auto it = options.expected_files.find(f.path); it != options.expected_files.end()) want = it->second;
@@ -96,10 +98,19 @@ void verify_files(const WeightSource& source, const LoadOptions& options) {
                   {.file = f.path});
     }
     if (!want.sha256.empty()) {
-      const std::string got = sha256_file(f.path);
-      if (got != want.sha256) {
-        throw Error(ErrorCode::format, "sha256 is " + got + ", expected " + want.sha256, {.file = f.path});
-      }
+      to_hash.push_back({f.path, 0, std::nullopt});
+      want_hash.push_back(want.sha256);
+    }
+  }
+  if (to_hash.empty()) return;
+  // The shards are hashed side by side on the load's pool (or one of `threads` + 1).
+  const auto pool = options.pool ? options.pool : std::make_shared<ThreadPool>(std::max(0, options.threads) + 1);
+  const auto got = sha256_file_ranges(to_hash, *pool);
+  for (size_t i = 0; i < to_hash.size(); ++i) {
+    const std::string file = to_hash[i].file.string();
+    if (!got[i]) throw Error(ErrorCode::io, "cannot read", {.file = file});
+    if (*got[i] != want_hash[i]) {
+      throw Error(ErrorCode::format, "sha256 is " + *got[i] + ", expected " + want_hash[i], {.file = file});
     }
   }
 }
