@@ -1,9 +1,14 @@
 #include "machine_ceilings.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
-#include <thread>
+#include <filesystem>
 #include <vector>
 
 #include "common/simd.hpp"
@@ -15,60 +20,122 @@ namespace loom::bench {
 
 namespace {
 
-LOOM_TARGET_AVX512 float sum_avx512(const float* p, size_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
-         a3 = _mm512_setzero_ps();
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+// ---- read kernels: S streams (the thread's range cut into S consecutive parts read in
+// lockstep, as a matvec reads S rows side by side), one 64-byte line per stream per step,
+// optionally prefetched 1 KiB ahead. They return a sum so the reads cannot be dropped. ----
+
+constexpr size_t kLineFloats = 16;
+constexpr size_t kPrefetchFloats = 256;
+
+template <int S, bool Prefetch>
+LOOM_TARGET_AVX512 float sum_streams_avx512(const float* p, size_t n) {
+  const size_t per = n / S / kLineFloats * kLineFloats;
+  __m512 acc[S];
+  for (int s = 0; s < S; ++s) acc[s] = _mm512_setzero_ps();
+  for (size_t i = 0; i < per; i += kLineFloats) {
+    for (int s = 0; s < S; ++s) {
+      const float* q = p + static_cast<size_t>(s) * per + i;
+      if constexpr (Prefetch) __builtin_prefetch(q + kPrefetchFloats, 0, 0);
+      acc[s] = _mm512_add_ps(acc[s], _mm512_load_ps(q));
+    }
   }
-  return simd::hsum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  for (int s = 1; s < S; ++s) acc[0] = _mm512_add_ps(acc[0], acc[s]);
+  return simd::hsum512(acc[0]);
 }
 
-// One stream prefetched 2 KiB ahead: the access pattern of the decode kernels, which
-// can beat the plain loop on this kind of CPU. The ceiling is the better of the two, so
-// kernels are never measured against a pessimistic bound.
-LOOM_TARGET_AVX512 float sum_prefetch_avx512(const float* p, size_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
-         a3 = _mm512_setzero_ps();
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    for (size_t line = 0; line < 64; line += 16) __builtin_prefetch(p + i + line + 512, 0, 3);
-    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+template <int S, bool Prefetch>
+LOOM_TARGET_AVX2 float sum_streams_avx2(const float* p, size_t n) {
+  const size_t per = n / S / kLineFloats * kLineFloats;
+  __m256 acc[S][2];
+  for (int s = 0; s < S; ++s) acc[s][0] = acc[s][1] = _mm256_setzero_ps();
+  for (size_t i = 0; i < per; i += kLineFloats) {
+    for (int s = 0; s < S; ++s) {
+      const float* q = p + static_cast<size_t>(s) * per + i;
+      if constexpr (Prefetch) __builtin_prefetch(q + kPrefetchFloats, 0, 0);
+      acc[s][0] = _mm256_add_ps(acc[s][0], _mm256_load_ps(q));
+      acc[s][1] = _mm256_add_ps(acc[s][1], _mm256_load_ps(q + 8));
+    }
   }
-  return simd::hsum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  __m256 t = _mm256_setzero_ps();
+  for (int s = 0; s < S; ++s) t = _mm256_add_ps(t, _mm256_add_ps(acc[s][0], acc[s][1]));
+  return simd::hsum256(t);
 }
 
-LOOM_TARGET_AVX2 float sum_avx2(const float* p, size_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
-         a3 = _mm256_setzero_ps();
-  for (size_t i = 0; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
-  }
-  alignas(32) float out[8];
-  _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  float s = 0;
-  for (float v : out) s += v;
-  return s;
-}
-
-float sum_any(const float* p, size_t n) {
-  switch (active_isa()) {
-    case Isa::avx512: return sum_avx512(p, n);
-    case Isa::avx2: return sum_avx2(p, n);
-    case Isa::scalar: break;
-  }
+float sum_scalar(const float* p, size_t n) {
   float s = 0;
   for (size_t i = 0; i < n; ++i) s += p[i];
   return s;
 }
+
+using SumKernel = float (*)(const float*, size_t);
+struct ReadPattern {
+  const char* name;
+  SumKernel avx512;
+  SumKernel avx2;
+};
+constexpr ReadPattern kPatterns[] = {
+    {"1 stream", sum_streams_avx512<1, false>, sum_streams_avx2<1, false>},
+    {"1 stream prefetch", sum_streams_avx512<1, true>, sum_streams_avx2<1, true>},
+    {"4 streams", sum_streams_avx512<4, false>, sum_streams_avx2<4, false>},
+    {"4 streams prefetch", sum_streams_avx512<4, true>, sum_streams_avx2<4, true>},
+    {"8 streams", sum_streams_avx512<8, false>, sum_streams_avx2<8, false>},
+    {"8 streams prefetch", sum_streams_avx512<8, true>, sum_streams_avx2<8, true>},
+};
+
+SumKernel kernel_for(const ReadPattern& p) {
+  switch (active_isa()) {
+    case Isa::avx512: return p.avx512;
+    case Isa::avx2: return p.avx2;
+    case Isa::scalar: break;
+  }
+  return sum_scalar;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Best GB/s of `reps` whole passes over n floats at `data`, the range split across the
+// pool in pieces of whole 4 KiB pages.
+double best_pass_gbs(const float* data, size_t n, SumKernel kernel, ThreadPool& pool, int reps) {
+  std::vector<float> sink(static_cast<size_t>(pool.size()));
+  double best = 0.0;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(static_cast<int64_t>(n), 1024, [&](int64_t b, int64_t e, int t) {
+      sink[static_cast<size_t>(t)] += kernel(data + b, static_cast<size_t>(e - b));
+    });
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
+  }
+  volatile float keep = sink[0];
+  (void)keep;
+  return best;
+}
+
+// A 1 GiB temporary file, written, mapped read-only and unlinked: the page-cache pages a
+// zero-copy load reads its weights from. Null when the temp directory cannot hold it.
+struct MappedProbeFile {
+  void* base = MAP_FAILED;
+  size_t bytes = 0;
+  explicit MappedProbeFile(size_t n) : bytes(n) {
+    std::error_code ec;
+    std::string path = (std::filesystem::temp_directory_path(ec) / "loom-bandwidth-XXXXXX").string();
+    const int fd = ::mkstemp(path.data());
+    if (fd < 0) return;
+    ::unlink(path.c_str());
+    std::vector<char> chunk(size_t{1} << 20, 1);
+    bool ok = true;
+    for (size_t done = 0; ok && done < n; done += chunk.size()) {
+      ok = ::write(fd, chunk.data(), chunk.size()) == static_cast<ssize_t>(chunk.size());
+    }
+    if (ok) base = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    ::close(fd);
+  }
+  ~MappedProbeFile() {
+    if (base != MAP_FAILED) ::munmap(base, bytes);
+  }
+  const float* data() const { return base == MAP_FAILED ? nullptr : static_cast<const float*>(base); }
+};
 
 // 16 independent accumulator chains hide the FMA latency (4 cycles x 2 ports).
 LOOM_TARGET_AVX512 double fma_loop_avx512(int64_t iterations) {
@@ -99,36 +166,71 @@ LOOM_TARGET_AVX2 double fma_loop_avx2(int64_t iterations) {
   return out[0];
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// 12 chains of int8 x int8 sums into int32 lanes; the operands change every iteration
+// (a register rotation) so nothing is hoisted out of the loop.
+constexpr int kDotChains = 12;
+
+LOOM_TARGET_AVX512_VNNI int64_t dot_loop_vnni(int64_t iterations) {
+  __m512i acc[kDotChains];
+  for (int i = 0; i < kDotChains; ++i) acc[i] = _mm512_set1_epi32(i);
+  __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int i = 0; i < kDotChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], u, s);
+    u = _mm512_add_epi8(u, s);
+  }
+  for (int i = 1; i < kDotChains; ++i) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
+  return _mm512_reduce_add_epi32(acc[0]);
+}
+
+LOOM_TARGET_AVX2 int64_t dot_loop_avx2(int64_t iterations) {
+  __m256i acc[kDotChains];
+  for (int i = 0; i < kDotChains; ++i) acc[i] = _mm256_set1_epi32(i);
+  __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int i = 0; i < kDotChains; ++i) {
+      const __m256i pairs = _mm256_maddubs_epi16(u, s);
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(pairs, ones));
+    }
+    u = _mm256_add_epi8(u, s);
+  }
+  for (int i = 1; i < kDotChains; ++i) acc[0] = _mm256_add_epi32(acc[0], acc[i]);
+  alignas(32) int32_t out[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), acc[0]);
+  return out[0];
 }
 
 }  // namespace
 
-double measure_read_bandwidth_gbs(int threads) {
-  const size_t n = (size_t{2} << 30) / sizeof(float);
-  // Allocated like converted weights (Storage asks for huge pages on large buffers), so
-  // the ceiling and the kernels see the same kind of memory.
-  const auto storage = Storage::allocate(n * sizeof(float));
-  auto* data = reinterpret_cast<float*>(storage->mutable_data());
-  std::memset(data, 0, n * sizeof(float));  // fault every page in before timing
+BandwidthProbe probe_read_bandwidth(int threads) {
   ThreadPool pool(threads);
-  std::vector<float> sink(static_cast<size_t>(threads));
-  double best = 0.0;
-  const bool can_prefetch = active_isa() == Isa::avx512;
-  for (int rep = 0; rep < 10; ++rep) {
-    const bool prefetched = can_prefetch && rep % 2 == 1;
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e, int t) {
-      const size_t len = static_cast<size_t>(e - b);
-      sink[static_cast<size_t>(t)] += prefetched ? sum_prefetch_avx512(data + b, len) : sum_any(data + b, len);
-    });
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
-  }
-  volatile float keep = sink[0];
-  (void)keep;
-  return best;
+  BandwidthProbe probe;
+  auto run_all = [&](const char* memory, const float* data, size_t n) {
+    for (const auto& pattern : kPatterns) {
+      const double gbs = best_pass_gbs(data, n, kernel_for(pattern), pool, 3);
+      probe.variants.push_back({std::string(memory) + " " + pattern.name, gbs});
+      if (gbs > probe.best_gbs) {
+        probe.best_gbs = gbs;
+        probe.best = probe.variants.back().name;
+      }
+    }
+  };
+  // Made once per process (a benchmark probes again after each of its rows, and faulting
+  // in 3 GiB costs seconds): allocated like converted weights (Storage asks for huge
+  // pages on large buffers), every page touched before timing.
+  const size_t n = (size_t{2} << 30) / sizeof(float);
+  static const auto storage = [n] {
+    auto s = Storage::allocate(n * sizeof(float));
+    std::memset(s->mutable_data(), 0, n * sizeof(float));
+    return s;
+  }();
+  run_all("owned", reinterpret_cast<const float*>(storage->data()), n);
+  static const MappedProbeFile mapped(size_t{1} << 30);
+  if (mapped.data() != nullptr) run_all("mapped", mapped.data(), mapped.bytes / sizeof(float));
+  return probe;
 }
+
+double measure_read_bandwidth_gbs(int threads) { return probe_read_bandwidth(threads).best_gbs; }
 
 double measure_fma_peak_gflops(int threads) {
   const bool wide = active_isa() == Isa::avx512;
@@ -146,6 +248,28 @@ double measure_fma_peak_gflops(int threads) {
     best = std::max(best, flops_per_thread * threads / seconds_since(t0) / 1e9);
   }
   volatile double keep = sink[0];
+  (void)keep;
+  return best;
+}
+
+double measure_int8_dot_peak_gops(int threads) {
+  const bool vnni = active_isa() == Isa::avx512 && cpu_features().avx512_vnni;
+  if (active_isa() == Isa::scalar) return 0.0;
+  const int64_t iterations = 10'000'000;
+  // Per chain and iteration: 64 (VNNI, 512-bit) or 32 (AVX2) int8 products, each a
+  // multiply and an add.
+  const double ops_per_thread = static_cast<double>(iterations) * kDotChains * (vnni ? 64 : 32) * 2.0;
+  ThreadPool pool(threads);
+  std::vector<int64_t> sink(static_cast<size_t>(threads));
+  double best = 0.0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(threads, 1, [&](int64_t, int64_t, int t) {
+      sink[static_cast<size_t>(t)] += vnni ? dot_loop_vnni(iterations) : dot_loop_avx2(iterations);
+    });
+    best = std::max(best, ops_per_thread * threads / seconds_since(t0) / 1e9);
+  }
+  volatile int64_t keep = sink[0];
   (void)keep;
   return best;
 }

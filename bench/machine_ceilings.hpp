@@ -1,15 +1,40 @@
-// Measures the two ceilings a CPU inference engine runs into: streaming-read memory
-// bandwidth (decode reads every weight once per token) and fp32 FMA throughput
-// (prefill is matrix-matrix work). Used by the benchmarks to report achieved figures
-// as fractions of what this machine can do, measured in the same run.
+// Measures the ceilings a CPU inference engine runs into: streaming-read memory
+// bandwidth (decode reads every weight once per token), fp32 FMA throughput (prefill of
+// plain weights is matrix-matrix work) and int8 dot-product throughput (the quantized
+// kernels' inner loop). Used by the benchmarks to report achieved figures as fractions
+// of what this machine can do, measured in the same run.
+//
+// The bandwidth ceiling must be an upper bound for every kernel: a decode row above
+// 100% of it means the probe is wrong, not that the kernel beat the bus. So it is the
+// best of several access patterns (1, 4 and 8 streams per thread, with and without
+// software prefetch, the widest loads the CPU has) over both kinds of memory weights
+// live in: an owned buffer (converted weights) and mapped file pages (zero-copy loads).
 #pragma once
+
+#include <string>
+#include <vector>
 
 namespace loom::bench {
 
-// GB/s (1e9 bytes) of reading a 2 GiB array with `threads` threads: the best of a
-// single-stream sum and a four-stream prefetched sum, five runs each.
+struct BandwidthVariant {
+  std::string name;  // e.g. "owned 4 streams prefetch"
+  double gbs = 0.0;  // best of its runs, 1e9 bytes per second
+};
+struct BandwidthProbe {
+  double best_gbs = 0.0;
+  std::string best;  // the variant that reached it
+  std::vector<BandwidthVariant> variants;
+};
+
+// Every variant on `threads` threads (a 2 GiB owned buffer, a 1 GiB mapped file).
+BandwidthProbe probe_read_bandwidth(int threads);
+// probe_read_bandwidth(threads).best_gbs.
 double measure_read_bandwidth_gbs(int threads);
 // GFLOP/s of independent fp32 FMA chains on `threads` threads (AVX-512 when present).
 double measure_fma_peak_gflops(int threads);
+// Giga int8 operations per second (a multiply and an add per pair of int8 products) on
+// `threads` threads, in the instruction sequence the quantized kernels use: VPDPBUSD
+// with AVX512-VNNI, else VPMADDUBSW + VPMADDWD + VPADDD (AVX2).
+double measure_int8_dot_peak_gops(int threads);
 
 }  // namespace loom::bench
