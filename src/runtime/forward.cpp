@@ -3,6 +3,7 @@
 #include "runtime/forward.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -10,6 +11,7 @@
 
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
+#include "runtime/kernels/attention.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "model/rope_frequencies.hpp"
@@ -106,55 +108,55 @@ void Forward::attention(int64_t layer, const Rows& rows) {
   const ModelConfig& c = model_->config();
   const int64_t hd = c.head_dim;
   const int64_t group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
-                                                                                     : static_cast<double>(hd)));
-  const auto softcap = static_cast<float>(c.attn_logit_softcap);
-  const bool f16 = kv_.dtype() == DType::f16;
+  const kernels::AttentionShape shape{
+      .head_dim = hd,
+      .scale = 1.0f / std::sqrt(static_cast<float>(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
+                                                                              : static_cast<double>(hd))),
+      .softcap = static_cast<float>(c.attn_logit_softcap),
+      .f16 = kv_.dtype() == DType::f16};
   const int64_t window = c.layer_slides(layer) ? c.sliding_window : 0;
   const int64_t bt = kv_.block_tokens();
   const int64_t longest = rows.max_position + 1;
   const auto m = static_cast<int64_t>(rows.kv.size());
-  options_.pool->parallel_for(m * c.n_heads, 1, [&](int64_t begin, int64_t end, int) {
+  // One work item: a tile of up to 4 query heads of one token that share a KV head, so
+  // each cached row is read once for the tile. Items are handed out from a shared
+  // counter, latest tokens (the longest key ranges) first, instead of parallel_for's
+  // static split, which gave one thread all the long rows of a prompt. Each item's
+  // result is the same whichever thread takes it (kernels/attention.hpp).
+  const int64_t tiles = (group + 3) / 4;
+  const int64_t items = m * c.n_kv_heads * tiles;
+  std::atomic<int64_t> next{0};
+  ThreadPool& pool = *options_.pool;
+  pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t, int) {
     thread_local std::vector<float> scores;
-    thread_local std::vector<float> row;
-    ensure(scores, longest);
-    ensure(row, hd);
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / c.n_heads;
-      const int64_t head = item % c.n_heads;
-      const int64_t g = head / group;
+    thread_local std::vector<kernels::KvSegment> segments;
+    ensure(scores, 4 * longest);
+    for (int64_t k = next++; k < items; k = next++) {
+      const int64_t item = items - 1 - k;
+      const int64_t t = item / (c.n_kv_heads * tiles);
+      const int64_t g = item / tiles % c.n_kv_heads;
+      const int64_t head0 = g * group + item % tiles * 4;
+      const int64_t n_queries = std::min<int64_t>(4, (g + 1) * group - head0);
       const SeqKv& kv = *rows.kv[static_cast<size_t>(t)];
       const int64_t p = rows.position[static_cast<size_t>(t)];
       const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-      const float* qv = q_.data() + t * c.q_dim() + head * hd;
-      float* out = attn_.data() + t * c.q_dim() + head * hd;
-      const int64_t n_keys = p - first + 1;
-      // Cached vectors of `kind` (0 keys, 1 values) for positions first..p in order,
-      // block by block (each block's positions are contiguous), widened from f16 into
-      // `row` where the cache is f16.
-      auto each_cached = [&](int64_t kind, auto&& use) {
-        for (int64_t j = first; j <= p;) {
-          const int32_t block = kv.blocks()[static_cast<size_t>(j / bt)];
-          const int64_t slot0 = j % bt;
-          const int64_t stop = std::min(p + 1, j - slot0 + bt);
-          const int64_t base = kv_.offset(block, layer, kind, g, slot0);
-          for (int64_t jj = j; jj < stop; ++jj) {
-            const int64_t at = base + (jj - j) * hd;
-            if (f16) f16_to_f32(kv_.f16(at), row.data(), static_cast<size_t>(hd));
-            use(jj - first, f16 ? row.data() : kv_.f32(at));
-          }
-          j = stop;
+      // Positions first..p, block by block (each block's positions are contiguous).
+      segments.clear();
+      for (int64_t j = first; j <= p;) {
+        const int32_t block = kv.blocks()[static_cast<size_t>(j / bt)];
+        const int64_t slot0 = j % bt;
+        const int64_t stop = std::min(p + 1, j - slot0 + bt);
+        const int64_t kat = kv_.offset(block, layer, 0, g, slot0);
+        const int64_t vat = kv_.offset(block, layer, 1, g, slot0);
+        if (shape.f16) {
+          segments.push_back({kv_.f16(kat), kv_.f16(vat), stop - j});
+        } else {
+          segments.push_back({kv_.f32(kat), kv_.f32(vat), stop - j});
         }
-      };
-      each_cached(0, [&](int64_t i, const float* key) {
-        scores[static_cast<size_t>(i)] = kernels::dot(qv, key, hd) * scale;
-      });
-      if (softcap > 0) kernels::softcap(scores.data(), n_keys, softcap);
-      kernels::softmax(scores.data(), n_keys);
-      std::fill(out, out + hd, 0.0f);
-      each_cached(1, [&](int64_t i, const float* val) {
-        kernels::axpy(scores[static_cast<size_t>(i)], val, out, hd);
-      });
+        j = stop;
+      }
+      kernels::attend(q_.data() + t * c.q_dim() + head0 * hd, n_queries, segments, p - first + 1, shape,
+                      scores.data(), attn_.data() + t * c.q_dim() + head0 * hd);
     }
   });
 }

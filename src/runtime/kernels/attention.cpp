@@ -1,0 +1,57 @@
+#include "runtime/kernels/attention.hpp"
+
+#include <algorithm>
+
+#include "loom/convert.hpp"
+#include "loom/cpu.hpp"
+#include "loom/error.hpp"
+#include "runtime/kernels/ops.hpp"
+
+namespace loom::kernels {
+
+namespace {
+
+// The portable level: per query, the sequential dot product, libm's exp through softmax()
+// and axpy() in position order, exactly the loop the forward pass had before the SIMD
+// kernels (so the scalar ISA level's outputs did not move).
+void attend_scalar(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
+                   const AttentionShape& shape, float* scores, float* out) {
+  const int64_t hd = shape.head_dim;
+  std::vector<float> row(static_cast<size_t>(hd));
+  auto cached = [&](const void* base, int64_t i) -> const float* {
+    if (!shape.f16) return static_cast<const float*>(base) + i * hd;
+    f16_to_f32(static_cast<const uint16_t*>(base) + i * hd, row.data(), static_cast<size_t>(hd));
+    return row.data();
+  };
+  for (int64_t h = 0; h < n_queries; ++h) {
+    const float* qv = q + h * hd;
+    float* s = scores + h * n_keys;
+    int64_t i = 0;
+    for (const auto& seg : segments) {
+      for (int64_t j = 0; j < seg.n; ++j) s[i++] = dot(qv, cached(seg.keys, j), hd) * shape.scale;
+    }
+    if (shape.softcap > 0) softcap(s, n_keys, shape.softcap);
+    softmax(s, n_keys);
+    float* o = out + h * hd;
+    std::fill(o, o + hd, 0.0f);
+    i = 0;
+    for (const auto& seg : segments) {
+      for (int64_t j = 0; j < seg.n; ++j) axpy(s[i++], cached(seg.values, j), o, hd);
+    }
+  }
+}
+
+}  // namespace
+
+void attend(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
+            const AttentionShape& shape, float* scores, float* out) {
+  if (n_queries < 1 || n_queries > 4 || n_keys < 1 || shape.head_dim < 1) {
+    throw Error(ErrorCode::internal, "attend: " + std::to_string(n_queries) + " queries over " +
+                                         std::to_string(n_keys) + " keys of head_dim " +
+                                         std::to_string(shape.head_dim));
+  }
+  if (active_isa() == Isa::scalar) return attend_scalar(q, n_queries, segments, n_keys, shape, scores, out);
+  attend_avx2(q, n_queries, segments, n_keys, shape, scores, out);
+}
+
+}  // namespace loom::kernels

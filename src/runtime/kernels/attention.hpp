@@ -1,0 +1,54 @@
+// Internal: scaled dot-product attention of query heads over one sequence's cached keys
+// and values (the KV cache's f32 or f16 rows), the inner loop of Forward::attention.
+//
+// One call handles a tile of 1..4 query heads that read the same cached positions (heads
+// of one token that share a KV head under grouped-query attention), so each cached key
+// and value is loaded once for the whole tile. The positions come as segments of
+// contiguous rows (the cache is paged: positions are contiguous within a block).
+//
+// Batch invariant: each query head's output is computed in a fixed order that depends
+// only on its own query, the cached rows and the number of keys — never on the tile's
+// size, the segments' boundaries, the other tokens of the pass or the thread count:
+//   score_i = dot(q, k_i) (lane chunks of head_dim ascending in one chain, then the
+//             zero-padded tail chunk, then a fixed horizontal sum), times the scale;
+//   softcap (when asked), then p = softmax(score) (max, exp, sum in fixed lanes);
+//   out[d] = sum over i ascending of p_i * v_i[d], one fused multiply-add per step.
+// The scalar level keeps the portable loop (sequential dot, libm exp, double sum).
+//
+// Single-threaded and reentrant; touches only its arguments.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace loom::kernels {
+
+// `n` consecutive cached positions: rows of head_dim f32 (or f16 bits) each.
+struct KvSegment {
+  const void* keys = nullptr;
+  const void* values = nullptr;
+  int64_t n = 0;
+};
+
+struct AttentionShape {
+  int64_t head_dim = 0;
+  float scale = 1.0f;    // applied to every q.k
+  float softcap = 0.0f;  // > 0: score = cap * tanh(score / cap) before the softmax
+  bool f16 = false;      // the cached rows are f16
+};
+
+// out[h * head_dim + d] for the n_queries (1..4) query rows q[h * head_dim ...]: attention
+// over the positions of `segments` in order (n_keys = their total, >= 1). `scores` is
+// scratch of n_queries * n_keys floats.
+void attend(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
+            const AttentionShape& shape, float* scores, float* out);
+
+// The AVX2 family (attention_x86.cpp); attend() calls it on AVX2 and AVX-512 levels.
+void attend_avx2(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
+                 const AttentionShape& shape, float* scores, float* out);
+
+// exp(x) for n floats in place, as attend's AVX2 softmax computes it (for tests): within
+// 2 ulp of libm's expf for x >= -87, exactly 0 below -87.3 and for -inf.
+void exp_avx2(float* x, int64_t n);
+
+}  // namespace loom::kernels

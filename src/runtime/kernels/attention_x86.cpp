@@ -1,0 +1,247 @@
+// The AVX2 attention kernels (attention.hpp): register tiles of query heads x cached
+// keys for the scores, a vectorized exp for the softmax, and query heads x head_dim
+// lanes for the weighted sum of values. f16 cache rows are widened exactly (F16C) as
+// they are loaded. Every function carries LOOM_TARGET_AVX2, so the file builds for any
+// -march; attend() only calls it on CPUs with AVX2, FMA and F16C.
+//
+// The order of every sum is fixed per output (see attention.hpp), so the tile shapes
+// below change speed only, never a bit.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common/simd.hpp"
+#include "runtime/kernels/attention.hpp"
+#include "runtime/kernels/ops.hpp"
+
+namespace loom::kernels {
+
+namespace {
+
+// ---- loads of 8 lanes (f32, or f16 widened); *_tail reads r < 8 and zero-fills ----
+
+LOOM_TARGET_AVX2 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+LOOM_TARGET_AVX2 inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+alignas(32) constexpr int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+// Lanes 0..r-1 set.
+LOOM_TARGET_AVX2 inline __m256i tail_mask(int64_t r) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - r));
+}
+LOOM_TARGET_AVX2 inline __m256 load_tail(const float* p, int64_t r) { return _mm256_maskload_ps(p, tail_mask(r)); }
+LOOM_TARGET_AVX2 inline __m256 load_tail(const uint16_t* p, int64_t r) {
+  alignas(16) uint16_t b[8] = {};
+  std::memcpy(b, p, static_cast<size_t>(r) * sizeof(uint16_t));
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
+}
+
+// ---- exp: Cephes' expf (range reduction by ln 2 in two parts, degree-5 polynomial),
+// within 2 ulp of libm for x >= -87; 0 below -87.3 (where 2^n would leave the normal
+// range) and for -inf, so a masked-out score contributes nothing. ----
+
+LOOM_TARGET_AVX2 inline __m256 exp8(__m256 x) {
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, _mm256_castsi256_ps(n)));
+}
+
+LOOM_TARGET_AVX2 void exp_inplace(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(32) float b[8];
+    std::fill(b, b + 8, -std::numeric_limits<float>::infinity());
+    std::memcpy(b, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    _mm256_store_ps(b, exp8(_mm256_load_ps(b)));
+    std::memcpy(x + i, b, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+// s[0..n) := softmax(s): the max, exp(s - max), the sum in 8 lanes (+ the zero-padded
+// tail), then a multiply by 1 / sum.
+LOOM_TARGET_AVX2 void softmax_row(float* s, int64_t n) {
+  const int64_t full = n / 8 * 8;
+  __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < full; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  float mx = lanes[0];
+  for (float v : lanes) mx = std::max(mx, v);
+  for (int64_t i = full; i < n; ++i) mx = std::max(mx, s[i]);
+  const __m256 m = _mm256_set1_ps(mx);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t i = 0; i < full; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), m));
+    _mm256_storeu_ps(s + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (full < n) {
+    alignas(32) float b[8];
+    std::fill(b, b + 8, -std::numeric_limits<float>::infinity());
+    for (int64_t i = full; i < n; ++i) b[i - full] = s[i] - mx;
+    const __m256 e = exp8(_mm256_load_ps(b));
+    _mm256_store_ps(b, e);
+    sum = _mm256_add_ps(sum, e);  // the padding lanes are exp(-inf) = 0
+    std::memcpy(s + full, b, static_cast<size_t>(n - full) * sizeof(float));
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / simd::hsum256(sum));
+  for (int64_t i = 0; i < full; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), inv));
+  const float inv1 = _mm256_cvtss_f32(inv);
+  for (int64_t i = full; i < n; ++i) s[i] *= inv1;
+}
+
+// ---- scores: NQ query heads x NK consecutive keys, one accumulator each ----
+// q rows are zero-padded to a whole number of 8-lane chunks (qstride), so the tail chunk
+// multiplies zeros by the zero-filled key lanes.
+
+template <int NQ, int NK, typename E>
+LOOM_TARGET_AVX2 void scores_tile(const float* q, int64_t qstride, const E* k, int64_t hd, float scale, float* s,
+                                  int64_t sstride) {
+  __m256 acc[NQ][NK];
+  for (int h = 0; h < NQ; ++h) {
+    for (int j = 0; j < NK; ++j) acc[h][j] = _mm256_setzero_ps();
+  }
+  const int64_t full = hd / 8 * 8;
+  for (int64_t c = 0; c < full; c += 8) {
+    __m256 kv[NK];
+    for (int j = 0; j < NK; ++j) kv[j] = load8(k + j * hd + c);
+    for (int h = 0; h < NQ; ++h) {
+      const __m256 qv = _mm256_loadu_ps(q + h * qstride + c);
+      for (int j = 0; j < NK; ++j) acc[h][j] = _mm256_fmadd_ps(qv, kv[j], acc[h][j]);
+    }
+  }
+  if (full < hd) {
+    __m256 kv[NK];
+    for (int j = 0; j < NK; ++j) kv[j] = load_tail(k + j * hd + full, hd - full);
+    for (int h = 0; h < NQ; ++h) {
+      const __m256 qv = _mm256_loadu_ps(q + h * qstride + full);
+      for (int j = 0; j < NK; ++j) acc[h][j] = _mm256_fmadd_ps(qv, kv[j], acc[h][j]);
+    }
+  }
+  for (int h = 0; h < NQ; ++h) {
+    for (int j = 0; j < NK; ++j) s[h * sstride + j] = simd::hsum256(acc[h][j]) * scale;
+  }
+}
+
+template <int NQ, typename E>
+LOOM_TARGET_AVX2 void scores_segment(const float* q, int64_t qstride, const E* k, int64_t n, int64_t hd, float scale,
+                                     float* s, int64_t sstride) {
+  int64_t j = 0;
+  for (; j + 3 <= n; j += 3) scores_tile<NQ, 3>(q, qstride, k + j * hd, hd, scale, s + j, sstride);
+  if (n - j == 2) scores_tile<NQ, 2>(q, qstride, k + j * hd, hd, scale, s + j, sstride);
+  if (n - j == 1) scores_tile<NQ, 1>(q, qstride, k + j * hd, hd, scale, s + j, sstride);
+}
+
+// ---- weighted sum: out[h][d0 ..] += p[h][i] * v_i[d0 ..] over the segment's positions,
+// NQ heads x DC chunks of 8 lanes (TAIL: one chunk of r < 8 lanes) ----
+
+template <int NQ, int DC, bool TAIL, typename E>
+LOOM_TARGET_AVX2 void wsum_chunks(const float* p, int64_t pstride, const E* v, int64_t n, int64_t hd, int64_t d0,
+                                  int64_t r, float* out, int64_t ostride) {
+  __m256 acc[NQ][DC];
+  for (int h = 0; h < NQ; ++h) {
+    for (int c = 0; c < DC; ++c) {
+      float* o = out + h * ostride + d0 + 8 * c;
+      acc[h][c] = TAIL ? _mm256_maskload_ps(o, tail_mask(r)) : _mm256_loadu_ps(o);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const E* vi = v + i * hd + d0;
+    __m256 vv[DC];
+    for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load_tail(vi, r) : load8(vi + 8 * c);
+    for (int h = 0; h < NQ; ++h) {
+      const __m256 pb = _mm256_broadcast_ss(p + h * pstride + i);
+      for (int c = 0; c < DC; ++c) acc[h][c] = _mm256_fmadd_ps(pb, vv[c], acc[h][c]);
+    }
+  }
+  for (int h = 0; h < NQ; ++h) {
+    for (int c = 0; c < DC; ++c) {
+      float* o = out + h * ostride + d0 + 8 * c;
+      if (TAIL) {
+        _mm256_maskstore_ps(o, tail_mask(r), acc[h][c]);
+      } else {
+        _mm256_storeu_ps(o, acc[h][c]);
+      }
+    }
+  }
+}
+
+template <int NQ, typename E>
+LOOM_TARGET_AVX2 void wsum_segment(const float* p, int64_t pstride, const E* v, int64_t n, int64_t hd, float* out,
+                                   int64_t ostride) {
+  // Chunks per pass: enough independent FMA chains to hide the latency, few enough that
+  // NQ x DC accumulators fit the 16 registers beside the values.
+  constexpr int kDC = NQ <= 2 ? 4 : 2;
+  const int64_t full = hd / 8 * 8;
+  int64_t d0 = 0;
+  for (; d0 + 8 * kDC <= full; d0 += 8 * kDC) wsum_chunks<NQ, kDC, false>(p, pstride, v, n, hd, d0, 8, out, ostride);
+  for (; d0 < full; d0 += 8) wsum_chunks<NQ, 1, false>(p, pstride, v, n, hd, d0, 8, out, ostride);
+  if (full < hd) wsum_chunks<NQ, 1, true>(p, pstride, v, n, hd, full, hd - full, out, ostride);
+}
+
+template <int NQ, typename E>
+LOOM_TARGET_AVX2 void attend_tile(const float* q, std::span<const KvSegment> segments, int64_t n_keys,
+                                  const AttentionShape& shape, float* scores, float* out) {
+  const int64_t hd = shape.head_dim;
+  const int64_t qstride = (hd + 7) / 8 * 8;
+  thread_local std::vector<float> qpad_storage;
+  std::vector<float>& qpad = qpad_storage;
+  qpad.assign(static_cast<size_t>(NQ * qstride), 0.0f);
+  for (int h = 0; h < NQ; ++h) std::memcpy(qpad.data() + h * qstride, q + h * hd, static_cast<size_t>(hd) * sizeof(float));
+  int64_t at = 0;
+  for (const auto& seg : segments) {
+    scores_segment<NQ>(qpad.data(), qstride, static_cast<const E*>(seg.keys), seg.n, hd, shape.scale, scores + at, n_keys);
+    at += seg.n;
+  }
+  for (int h = 0; h < NQ; ++h) {
+    float* s = scores + h * n_keys;
+    if (shape.softcap > 0) softcap(s, n_keys, shape.softcap);
+    softmax_row(s, n_keys);
+  }
+  std::fill(out, out + NQ * hd, 0.0f);
+  at = 0;
+  for (const auto& seg : segments) {
+    wsum_segment<NQ>(scores + at, n_keys, static_cast<const E*>(seg.values), seg.n, hd, out, hd);
+    at += seg.n;
+  }
+}
+
+template <typename E>
+void attend_typed(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
+                  const AttentionShape& shape, float* scores, float* out) {
+  switch (n_queries) {
+    case 1: return attend_tile<1, E>(q, segments, n_keys, shape, scores, out);
+    case 2: return attend_tile<2, E>(q, segments, n_keys, shape, scores, out);
+    case 3: return attend_tile<3, E>(q, segments, n_keys, shape, scores, out);
+    default: return attend_tile<4, E>(q, segments, n_keys, shape, scores, out);
+  }
+}
+
+}  // namespace
+
+void attend_avx2(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
+                 const AttentionShape& shape, float* scores, float* out) {
+  if (shape.f16) return attend_typed<uint16_t>(q, n_queries, segments, n_keys, shape, scores, out);
+  attend_typed<float>(q, n_queries, segments, n_keys, shape, scores, out);
+}
+
+void exp_avx2(float* x, int64_t n) { exp_inplace(x, n); }
+
+}  // namespace loom::kernels

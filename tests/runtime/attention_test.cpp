@@ -1,0 +1,185 @@
+// kernels::attend (runtime/kernels/attention.hpp): against a double-precision reference
+// on odd shapes (head_dim not a multiple of 8, 1..3 keys, several segments, f16 cache,
+// softcap), for every ISA level this CPU runs; bit-identical results for a query head
+// whether it runs alone or in a tile of 4 and however its positions are cut into
+// segments; the AVX2 exp against libm.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "loom/convert.hpp"
+#include "loom/cpu.hpp"
+#include "runtime/kernels/attention.hpp"
+
+namespace {
+
+using loom::kernels::AttentionShape;
+using loom::kernels::KvSegment;
+
+struct IsaScope {
+  explicit IsaScope(loom::Isa isa) { loom::set_isa_cap(isa); }
+  ~IsaScope() { loom::set_isa_cap(loom::Isa::avx512); }
+};
+
+// Every level this CPU runs (AVX-512 runs the AVX2 attention kernels).
+std::vector<loom::Isa> levels() { return loom::supported_isas(); }
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// A cache of n rows of hd (f32 values, and the same rounded to f16 when asked).
+struct Cache {
+  std::vector<float> keys, values;     // what the kernel should see, as f32
+  std::vector<uint16_t> keys16, values16;
+  Cache(int64_t n, int64_t hd, bool f16, uint32_t seed)
+      : keys(gaussian(static_cast<size_t>(n * hd), seed)), values(gaussian(static_cast<size_t>(n * hd), seed + 1)) {
+    if (!f16) return;
+    keys16.resize(keys.size());
+    values16.resize(values.size());
+    loom::f32_to_f16(keys.data(), keys16.data(), keys.size());
+    loom::f32_to_f16(values.data(), values16.data(), values.size());
+    loom::f16_to_f32(keys16.data(), keys.data(), keys.size());
+    loom::f16_to_f32(values16.data(), values.data(), values.size());
+  }
+  // Positions [begin, end) as one segment.
+  KvSegment segment(int64_t begin, int64_t end, int64_t hd, bool f16) const {
+    if (f16) return {keys16.data() + begin * hd, values16.data() + begin * hd, end - begin};
+    return {keys.data() + begin * hd, values.data() + begin * hd, end - begin};
+  }
+};
+
+std::vector<double> reference(const float* q, const Cache& c, int64_t n, const AttentionShape& s) {
+  const int64_t hd = s.head_dim;
+  std::vector<double> score(static_cast<size_t>(n));
+  double mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = 0;
+    for (int64_t k = 0; k < hd; ++k) d += static_cast<double>(q[k]) * c.keys[static_cast<size_t>(i * hd + k)];
+    d *= s.scale;
+    if (s.softcap > 0) d = s.softcap * std::tanh(d / s.softcap);
+    score[static_cast<size_t>(i)] = d;
+    mx = std::max(mx, d);
+  }
+  double sum = 0;
+  for (auto& x : score) sum += (x = std::exp(x - mx));
+  std::vector<double> out(static_cast<size_t>(hd), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < hd; ++k) {
+      out[static_cast<size_t>(k)] += score[static_cast<size_t>(i)] / sum * c.values[static_cast<size_t>(i * hd + k)];
+    }
+  }
+  return out;
+}
+
+// Splits [0, n) into segments of the given lengths (cycled), as the paged cache does.
+std::vector<KvSegment> cut(const Cache& c, int64_t n, int64_t hd, bool f16, std::vector<int64_t> lengths) {
+  std::vector<KvSegment> out;
+  size_t k = 0;
+  for (int64_t at = 0; at < n;) {
+    const int64_t end = std::min(n, at + lengths[k++ % lengths.size()]);
+    out.push_back(c.segment(at, end, hd, f16));
+    at = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("attend: matches a double-precision reference on odd shapes, every ISA level, f32 and f16 caches") {
+  for (const auto isa : levels()) {
+    IsaScope scope(isa);
+    for (const bool f16 : {false, true}) {
+      for (const int64_t hd : {1, 3, 7, 8, 9, 24, 64, 65, 100}) {
+        for (const int64_t n : {1, 2, 3, 4, 17, 130}) {
+          for (const float cap : {0.0f, 5.0f}) {
+            INFO("isa " << loom::isa_name(isa) << " f16 " << f16 << " head_dim " << hd << " keys " << n << " softcap " << cap);
+            const AttentionShape shape{.head_dim = hd, .scale = 1.0f / std::sqrt(static_cast<float>(hd)), .softcap = cap, .f16 = f16};
+            const Cache cache(n, hd, f16, static_cast<uint32_t>(hd * 1000 + n));
+            const auto q = gaussian(static_cast<size_t>(4 * hd), static_cast<uint32_t>(hd + n), 2.0f);
+            const auto segments = cut(cache, n, hd, f16, {5, 16, 1});
+            std::vector<float> scores(static_cast<size_t>(4 * n)), out(static_cast<size_t>(4 * hd), NAN);
+            loom::kernels::attend(q.data(), 4, segments, n, shape, scores.data(), out.data());
+            for (int64_t h = 0; h < 4; ++h) {
+              const auto want = reference(q.data() + h * hd, cache, n, shape);
+              for (int64_t k = 0; k < hd; ++k) {
+                REQUIRE(std::abs(out[static_cast<size_t>(h * hd + k)] - want[static_cast<size_t>(k)]) <=
+                        2e-5 * (1.0 + std::abs(want[static_cast<size_t>(k)])));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attend: a head's output is the same bits alone, in a tile of 2..4, and however its positions are segmented") {
+  for (const auto isa : levels()) {
+    IsaScope scope(isa);
+    for (const bool f16 : {false, true}) {
+      for (const int64_t hd : {9, 64}) {
+        const int64_t n = 75;
+        INFO("isa " << loom::isa_name(isa) << " f16 " << f16 << " head_dim " << hd);
+        const AttentionShape shape{.head_dim = hd, .scale = 0.125f, .f16 = f16};
+        const Cache cache(n, hd, f16, 7);
+        const auto q = gaussian(static_cast<size_t>(4 * hd), 11, 2.0f);
+        std::vector<float> scores(static_cast<size_t>(4 * n));
+        // Head h alone, in one segment.
+        std::vector<float> alone(static_cast<size_t>(4 * hd));
+        const auto whole = cut(cache, n, hd, f16, {n});
+        for (int64_t h = 0; h < 4; ++h) {
+          loom::kernels::attend(q.data() + h * hd, 1, whole, n, shape, scores.data(), alone.data() + h * hd);
+        }
+        for (int64_t tile = 2; tile <= 4; ++tile) {
+          for (const auto& lengths : std::vector<std::vector<int64_t>>{{n}, {16}, {1, 2, 3}, {74, 1}}) {
+            std::vector<float> out(static_cast<size_t>(tile * hd));
+            loom::kernels::attend(q.data(), tile, cut(cache, n, hd, f16, lengths), n, shape, scores.data(), out.data());
+            CHECK(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attend: bad tile sizes are refused") {
+  const float q[4] = {};
+  const AttentionShape shape{.head_dim = 4};
+  float scores[8], out[20];
+  CHECK_THROWS(loom::kernels::attend(q, 5, {}, 1, shape, scores, out));
+  CHECK_THROWS(loom::kernels::attend(q, 1, {}, 0, shape, scores, out));
+}
+
+TEST_CASE("exp_avx2: within 2 ulp of libm from -87 to 88, zero below -87.3 and for -inf") {
+  if (loom::best_supported_isa() == loom::Isa::scalar) {
+    WARN("skipped: this CPU has no AVX2");
+    return;
+  }
+  std::vector<float> x;
+  for (float v = -87.0f; v <= 88.0f; v += 0.01373f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-8f, -1e-8f, 0.5f, -0.5f, 1.0f, -1.0f}) x.push_back(v);
+  std::vector<float> y = x;
+  loom::kernels::exp_avx2(y.data(), static_cast<int64_t>(y.size()));
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::exp(static_cast<double>(x[i]));
+    worst = std::max(worst, std::abs(y[i] - want) / want);
+  }
+  CHECK(worst <= 2.5e-7);  // 2 ulp of a float is 2.4e-7 relative at worst
+  std::vector<float> low = {-87.31f, -90.0f, -1000.0f, -std::numeric_limits<float>::infinity(), 0.0f};
+  loom::kernels::exp_avx2(low.data(), static_cast<int64_t>(low.size()));
+  CHECK(low[0] == 0.0f);
+  CHECK(low[1] == 0.0f);
+  CHECK(low[2] == 0.0f);
+  CHECK(low[3] == 0.0f);
+  CHECK(low[4] == 1.0f);
+}
