@@ -142,19 +142,8 @@ void linear_quantized(const Tensor& w, const float* x, int64_t x_stride, int64_t
   const auto row_bytes = static_cast<size_t>(dtype_bytes(w.dtype(), cols, cols));
   const auto* base = static_cast<const std::byte*>(w.raw_data());
   pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
-    if (n_tokens == 1) {
-      quant::dot_rows(w.dtype(), base + static_cast<size_t>(r0) * row_bytes, row_bytes, r1 - r0,
-                      cols, act_data, act_row_bytes, 1, y + r0, 1);
-    } else {
-      // dot_rows writes [rows, tokens]; Y is [tokens, rows].
-      thread_local std::vector<float> block;
-      block.resize(static_cast<size_t>((r1 - r0) * n_tokens));
-      quant::dot_rows(w.dtype(), base + static_cast<size_t>(r0) * row_bytes, row_bytes, r1 - r0,
-                      cols, act_data, act_row_bytes, n_tokens, block.data(), n_tokens);
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t t = 0; t < n_tokens; ++t) y[t * y_stride + r] = block[(r - r0) * n_tokens + t];
-      }
-    }
+    quant::dot_rows_token_major(w.dtype(), base + static_cast<size_t>(r0) * row_bytes, row_bytes, r1 - r0, cols,
+                                act_data, act_row_bytes, n_tokens, y + r0, y_stride);
     add_bias(bias, r0, r1, n_tokens, y, y_stride);
   });
 }

@@ -148,9 +148,13 @@ void quantize_activations(DType act, const float* x, void* dst, int64_t n) {
   quantize_activations_on(active_dot_family(), act, x, dst, n);
 }
 
-void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes, int64_t rows,
-                 int64_t cols, const void* act, size_t act_row_bytes, int64_t n_act, float* out,
-                 int64_t out_stride) {
+namespace {
+
+// dot_rows with out[r * row_stride + t * token_stride]; the public entry points check
+// that distinct outputs do not overlap.
+void dot_rows_strided(DotFamily family, DType weight, const void* w, size_t row_bytes, int64_t rows,
+                      int64_t cols, const void* act, size_t act_row_bytes, int64_t n_act, float* out,
+                      int64_t row_stride, int64_t token_stride) {
   require_supported(family);
   const DType act_dtype = activation_dtype(weight);
   check_cols(weight, cols);
@@ -162,9 +166,6 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
   if (row_bytes < row_bytes_of(weight, cols) || act_row_bytes < row_bytes_of(act_dtype, cols)) {
     throw Error(ErrorCode::invalid_argument,
                 "row stride smaller than a row of " + std::to_string(cols) + " elements");
-  }
-  if (rows > 1 && out_stride < n_act) {
-    throw Error(ErrorCode::invalid_argument, "output stride smaller than the activation count");
   }
   const auto& set = kernel_set(family);
   const auto& tiles = set.dot[static_cast<size_t>(weight)];
@@ -221,11 +222,32 @@ void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes
       const kernels::RowDotFn fn = tiles[static_cast<size_t>(nt - 1)];
       for (int64_t r = r0; r < r1; ++r) {
         fn(wbytes + static_cast<size_t>(r) * row_bytes, tile, blocks, results.data());
-        float* dst = out + r * out_stride + t0;
-        for (int t = 0; t < nt; ++t) dst[t] = results[static_cast<size_t>(t)];
+        float* dst = out + r * row_stride + t0 * token_stride;
+        for (int t = 0; t < nt; ++t) dst[t * token_stride] = results[static_cast<size_t>(t)];
       }
     }
   }
+}
+
+}  // namespace
+
+void dot_rows_on(DotFamily family, DType weight, const void* w, size_t row_bytes, int64_t rows,
+                 int64_t cols, const void* act, size_t act_row_bytes, int64_t n_act, float* out,
+                 int64_t out_stride) {
+  if (rows > 1 && n_act > 0 && out_stride < n_act) {
+    throw Error(ErrorCode::invalid_argument, "output stride smaller than the activation count");
+  }
+  dot_rows_strided(family, weight, w, row_bytes, rows, cols, act, act_row_bytes, n_act, out, out_stride, 1);
+}
+
+void dot_rows_token_major(DType weight, const void* w, size_t row_bytes, int64_t rows, int64_t cols,
+                          const void* act, size_t act_row_bytes, int64_t n_act, float* out,
+                          int64_t out_stride) {
+  if (n_act > 1 && rows > 0 && out_stride < rows) {
+    throw Error(ErrorCode::invalid_argument, "output stride smaller than the row count");
+  }
+  dot_rows_strided(active_dot_family(), weight, w, row_bytes, rows, cols, act, act_row_bytes, n_act, out, 1,
+                   out_stride);
 }
 
 void dot_rows(DType weight, const void* w, size_t row_bytes, int64_t rows, int64_t cols,

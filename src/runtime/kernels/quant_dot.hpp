@@ -55,6 +55,12 @@ void quantize_activations(DType act, const float* x, void* dst, int64_t n);
 void dot_rows(DType weight, const void* w, size_t row_bytes, int64_t rows, int64_t cols,
               const void* act, size_t act_row_bytes, int64_t n_act, float* out, int64_t out_stride);
 
+// The same products written token-major, as the linear layers want them:
+// out[t * out_stride + r] (out_stride >= rows when n_act > 1).
+void dot_rows_token_major(DType weight, const void* w, size_t row_bytes, int64_t rows, int64_t cols,
+                          const void* act, size_t act_row_bytes, int64_t n_act, float* out,
+                          int64_t out_stride);
+
 // Bytes of one quantized activation row of `cols` elements (cols a multiple of the
 // activation block). Throws Error(invalid_argument) otherwise.
 size_t activation_row_bytes(DType act, int64_t cols);

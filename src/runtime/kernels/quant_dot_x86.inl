@@ -166,17 +166,20 @@ template <class W, int Nt>
 QD_INLINE void legacy_block(const uint8_t* wb, const ActTile& acts, size_t b, __m256* acc) {
   const size_t at = b * kActQ8_0;
   const __m256i q = W::values(wb);
-  const float dw = f16(wb);
+  // The block's scale broadcast once for the tile; each token's scale product is then a
+  // vector multiply by its scale broadcast from memory (a load, not a shuffle), the same
+  // bits as the scalar product broadcast.
+  const __m256 dw = _mm256_set1_ps(f16(wb));
   if constexpr (W::kHasMin) {
-    const float m = W::min(wb);
+    const __m256 m = _mm256_set1_ps(W::min(wb));
     for (int t = 0; t < Nt; ++t) {
       const uint8_t* ab = acts.rows[t] + at;
       const __m256i a = load256(ab + 2);
-      const float da = acts.scales[t][b];
+      const __m256 da = _mm256_broadcast_ss(acts.scales[t] + b);
       const __m256i prod = dot_u8s8(_mm256_setzero_si256(), q, a);
       const __m256i asum = dot_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(1), a);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(dw * da), acc[t]);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(asum), _mm256_set1_ps(m * da), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_mul_ps(dw, da), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(asum), _mm256_mul_ps(m, da), acc[t]);
     }
   } else {
     const __m256i magnitude = _mm256_sign_epi8(q, q);
@@ -184,7 +187,8 @@ QD_INLINE void legacy_block(const uint8_t* wb, const ActTile& acts, size_t b, __
       const uint8_t* ab = acts.rows[t] + at;
       const __m256i a = _mm256_sign_epi8(load256(ab + 2), q);
       const __m256i prod = dot_u8s8(_mm256_setzero_si256(), magnitude, a);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_set1_ps(dw * acts.scales[t][b]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(prod), _mm256_mul_ps(dw, _mm256_broadcast_ss(acts.scales[t] + b)),
+                               acc[t]);
     }
   }
 }
