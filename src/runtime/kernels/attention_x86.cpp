@@ -196,6 +196,17 @@ LOOM_TARGET_AVX2 void wsum_segment(const float* p, int64_t pstride, const E* v, 
   if (full < hd) wsum_chunks<NQ, 1, true>(p, pstride, v, n, hd, full, hd - full, out, ostride);
 }
 
+// Requests the n cached rows at p into L1. The paged cache keeps a head's rows of one
+// block contiguous (16 positions: 4 KiB of f32 keys at head_dim 64) but blocks far apart,
+// which the hardware prefetchers do not follow across; decode over a long context waited
+// on memory at every block without this.
+template <typename E>
+inline void prefetch_rows(const void* p, int64_t n, int64_t hd) {
+  const auto* b = static_cast<const char*>(p);
+  const auto bytes = static_cast<size_t>(n * hd) * sizeof(E);
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
+}
+
 template <int NQ, typename E>
 LOOM_TARGET_AVX2 void attend_tile(const float* q, std::span<const KvSegment> segments, int64_t n_keys,
                                   const AttentionShape& shape, float* scores, float* out) {
@@ -206,10 +217,13 @@ LOOM_TARGET_AVX2 void attend_tile(const float* q, std::span<const KvSegment> seg
   qpad.assign(static_cast<size_t>(NQ * qstride), 0.0f);
   for (int h = 0; h < NQ; ++h) std::memcpy(qpad.data() + h * qstride, q + h * hd, static_cast<size_t>(hd) * sizeof(float));
   int64_t at = 0;
-  for (const auto& seg : segments) {
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const KvSegment& seg = segments[i];
+    if (i + 1 < segments.size()) prefetch_rows<E>(segments[i + 1].keys, segments[i + 1].n, hd);
     scores_segment<NQ>(qpad.data(), qstride, static_cast<const E*>(seg.keys), seg.n, hd, shape.scale, scores + at, n_keys);
     at += seg.n;
   }
+  prefetch_rows<E>(segments[0].values, segments[0].n, hd);
   for (int h = 0; h < NQ; ++h) {
     float* s = scores + h * n_keys;
     if (shape.softcap > 0) softcap(s, n_keys, shape.softcap);
@@ -217,7 +231,9 @@ LOOM_TARGET_AVX2 void attend_tile(const float* q, std::span<const KvSegment> seg
   }
   std::fill(out, out + NQ * hd, 0.0f);
   at = 0;
-  for (const auto& seg : segments) {
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const KvSegment& seg = segments[i];
+    if (i + 1 < segments.size()) prefetch_rows<E>(segments[i + 1].values, segments[i + 1].n, hd);
     wsum_segment<NQ>(scores + at, n_keys, static_cast<const E*>(seg.values), seg.n, hd, out, hd);
     at += seg.n;
   }
