@@ -32,7 +32,7 @@ void require_nonnegative(int64_t v, const char* what) {
 
 extern "C" {
 
-LOOM_API void loom_batch_params_init(loom_batch_params* p) {
+static void fill_batch_params(loom_batch_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
@@ -46,18 +46,21 @@ LOOM_API void loom_batch_params_init(loom_batch_params* p) {
   p->token_budget = static_cast<int32_t>(d.token_budget);
   p->n_threads = d.n_threads;
 }
+LOOM_CAPI_DEFINE_INIT(loom_batch_params, loom_batch_params_init, fill_batch_params)
 
-LOOM_API void loom_batch_pass_init(loom_batch_pass* r) {
+static void fill_batch_pass(loom_batch_pass* r) {
   if (r == nullptr) return;
   std::memset(r, 0, sizeof *r);
   r->struct_size = sizeof *r;
 }
+LOOM_CAPI_DEFINE_INIT(loom_batch_pass, loom_batch_pass_init, fill_batch_pass)
 
-LOOM_API void loom_batch_stats_init(loom_batch_stats* s) {
+static void fill_batch_stats(loom_batch_stats* s) {
   if (s == nullptr) return;
   std::memset(s, 0, sizeof *s);
   s->struct_size = sizeof *s;
 }
+LOOM_CAPI_DEFINE_INIT(loom_batch_stats, loom_batch_stats_init, fill_batch_stats)
 
 LOOM_API loom_status loom_batch_create(const loom_model* model, const loom_batch_params* params, loom_batch** out,
                                        loom_error** err) {
@@ -65,7 +68,7 @@ LOOM_API loom_status loom_batch_create(const loom_model* model, const loom_batch
   return guard(err, [&] {
     require(model, "model");
     require(out, "output batch pointer");
-    const auto p = loom::capi::read_params(params, loom_batch_params_init);
+    const auto p = loom::capi::read_params(params, loom_batch_params_init_sized);
     require_nonnegative(p.context_length, "context_length");
     require_nonnegative(p.pool_tokens, "pool_tokens");
     require_nonnegative(p.pool_bytes, "pool_bytes");

@@ -46,12 +46,39 @@ struct loom_error {
 
 namespace loom::capi {
 
-// Reads a caller's params struct: defaults from `init`, then at most struct_size bytes
-// of the caller's (older callers pass smaller structs, newer ones larger).
+// The two exported initializers of a params or result struct T, from `fill` (which
+// writes a whole T of defaults):
+//   NAME_sized(p, size): the caller's struct is `size` bytes (the header's NAME(p) macro
+//     passes sizeof *p): those bytes are zeroed, the first min(size, sizeof(T)) get the
+//     defaults, and struct_size says how many the library knows of;
+//   NAME(p): the symbol of loom 0.1, for binaries built before the sized form. It may
+//     assume only the size T had in 0.1, which is all of today's T. FROZEN: when a field
+//     is appended to T, replace sizeof(T) below by offsetof(T, first appended field) in
+//     that struct's definition site (never more than an old caller's struct holds).
+// An initializer that wrote sizeof(T) bytes for every caller overran the struct of a
+// host compiled against an older, smaller header, the one case struct_size exists for.
 template <typename T>
-T read_params(const T* p, void (*init)(T*)) {
+void init_sized(T* p, size_t size, void (*fill)(T*)) {
+  if (p == nullptr || size < sizeof(uint32_t)) return;
+  T full;
+  fill(&full);
+  const size_t n = std::min(size, sizeof(T));
+  std::memset(static_cast<void*>(p), 0, size);
+  std::memcpy(static_cast<void*>(p), static_cast<const void*>(&full), n);
+  p->struct_size = static_cast<uint32_t>(n);
+}
+
+#define LOOM_CAPI_DEFINE_INIT(T, NAME, FILL)                                                   \
+  LOOM_API void NAME##_sized(T* p, size_t size) { loom::capi::init_sized<T>(p, size, FILL); } \
+  LOOM_API void(NAME)(T * p) { loom::capi::init_sized<T>(p, sizeof(T), FILL); }
+
+// Reads a caller's params struct: defaults from `init` (a NAME_sized initializer), then
+// at most struct_size bytes of the caller's (older callers pass smaller structs, newer
+// ones larger).
+template <typename T>
+T read_params(const T* p, void (*init)(T*, size_t)) {
   T out;
-  init(&out);
+  init(&out, sizeof(T));
   if (p != nullptr && p->struct_size >= sizeof(uint32_t)) {
     const size_t n = std::min<size_t>(p->struct_size, sizeof(T));
     std::memcpy(static_cast<void*>(&out), static_cast<const void*>(p), n);

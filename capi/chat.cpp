@@ -13,17 +13,19 @@ using loom::capi::require;
 
 extern "C" {
 
-LOOM_API void loom_chat_params_init(loom_chat_params* p) {
+static void fill_chat_params(loom_chat_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
 }
+LOOM_CAPI_DEFINE_INIT(loom_chat_params, loom_chat_params_init, fill_chat_params)
 
-LOOM_API void loom_chat_result_init(loom_chat_result* r) {
+static void fill_chat_result(loom_chat_result* r) {
   if (r == nullptr) return;
   std::memset(r, 0, sizeof *r);
   r->struct_size = sizeof *r;
 }
+LOOM_CAPI_DEFINE_INIT(loom_chat_result, loom_chat_result_init, fill_chat_result)
 
 LOOM_API loom_status loom_chat_create(loom_session* session, const loom_chat_params* params, loom_chat** out,
                                       loom_error** err) {
@@ -31,7 +33,7 @@ LOOM_API loom_status loom_chat_create(loom_session* session, const loom_chat_par
     require(out, "out");
     *out = nullptr;
     require(session, "session");
-    const auto p = loom::capi::read_params(params, loom_chat_params_init);
+    const auto p = loom::capi::read_params(params, loom_chat_params_init_sized);
     const auto& tokenizer = session->session->model().tokenizer();
     if (!tokenizer) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to chat with");
     loom::ChatOptions o;
@@ -107,7 +109,7 @@ LOOM_API loom_status loom_chat_reply(loom_chat* chat, loom_sampler* sampler, con
   return guard(err, [&] {
     require(chat, "chat");
     require(sampler, "sampler");
-    const auto p = loom::capi::read_params(params, loom_generate_params_init);
+    const auto p = loom::capi::read_params(params, loom_generate_params_init_sized);
     const auto r = chat->chat->reply(*sampler->sampler, loom::capi::generate_options(p));
     if (result != nullptr) {
       loom_chat_result full;

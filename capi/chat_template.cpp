@@ -14,7 +14,7 @@ namespace {
 // source or the model's own, and the model's BOS/EOS text unless the params override them.
 loom::ChatTemplate prepare(const loom_model* model, const char* template_source,
                            const loom_chat_template_params* params, loom::ChatTemplateInputs& in) {
-  const auto p = loom::capi::read_params(params, loom_chat_template_params_init);
+  const auto p = loom::capi::read_params(params, loom_chat_template_params_init_sized);
   std::shared_ptr<const loom::Tokenizer> tok;
   if (model != nullptr) tok = model->model->tokenizer();
   if (template_source == nullptr) {
@@ -38,12 +38,13 @@ loom::ChatTemplate prepare(const loom_model* model, const char* template_source,
 
 extern "C" {
 
-LOOM_API void loom_chat_template_params_init(loom_chat_template_params* p) {
+static void fill_chat_template_params(loom_chat_template_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
   p->add_generation_prompt = 1;
 }
+LOOM_CAPI_DEFINE_INIT(loom_chat_template_params, loom_chat_template_params_init, fill_chat_template_params)
 
 LOOM_API loom_status loom_chat_apply_template(const loom_model* model, const char* template_source,
                                              const loom_chat_message* messages, size_t n_messages,

@@ -73,12 +73,13 @@ LOOM_API const char* loom_error_tensor(const loom_error* err) { return err ? err
 
 LOOM_API int64_t loom_error_offset(const loom_error* err) { return err ? err->offset : -1; }
 
-LOOM_API void loom_problem_init(loom_problem* p) {
+static void fill_problem(loom_problem* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
   p->internal_name = p->external_name = p->detail = "";
 }
+LOOM_CAPI_DEFINE_INIT(loom_problem, loom_problem_init, fill_problem)
 
 LOOM_API size_t loom_error_problem_count(const loom_error* err) { return err ? err->problems.size() : 0; }
 

@@ -15,6 +15,10 @@
  *  - Params structs begin with `uint32_t struct_size`, are filled by *_params_init(),
  *    and are passed by pointer (NULL means defaults). The library reads only
  *    struct_size bytes, so fields are only ever appended and old callers keep working.
+ *    Each loom_X_init(p) below is a macro for loom_X_init_sized(p, sizeof *p), so the
+ *    library never writes past the struct the caller was compiled with (FFI hosts call
+ *    the _sized form with their struct's size); the function loom_X_init is the 0.1
+ *    symbol, which writes the struct as it was in 0.1 and never more.
  *  - Strings and arrays are written into caller buffers; the size needed is reported
  *    through an out-parameter. Pass NULL / 0 to ask for the size. A buffer too small
  *    returns LOOM_ERR_BUFFER_TOO_SMALL (with the size needed set); strings are NUL
@@ -119,6 +123,8 @@ typedef struct loom_problem {
 } loom_problem;
 
 LOOM_API void loom_problem_init(loom_problem *p);
+LOOM_API void loom_problem_init_sized(loom_problem *p, size_t size);
+#define loom_problem_init(p) loom_problem_init_sized((p), sizeof *(p))
 LOOM_API size_t loom_error_problem_count(const loom_error *err);
 /* Fills `out` with problem `index`; its strings are borrowed until loom_error_free. */
 LOOM_API loom_status loom_error_problem(const loom_error *err, size_t index, loom_problem *out);
@@ -168,6 +174,8 @@ typedef struct loom_load_params {
 } loom_load_params;
 
 LOOM_API void loom_load_params_init(loom_load_params *p);
+LOOM_API void loom_load_params_init_sized(loom_load_params *p, size_t size);
+#define loom_load_params_init(p) loom_load_params_init_sized((p), sizeof *(p))
 /* Loads a model directory (Hugging Face layout), a .gguf file, a single weight file with
  * config.json beside it, or a loom pack. Any thread. */
 LOOM_API loom_status loom_model_load(const char *path, const loom_load_params *params,
@@ -191,6 +199,8 @@ typedef struct loom_model_info {
 } loom_model_info;
 
 LOOM_API void loom_model_info_init(loom_model_info *info);
+LOOM_API void loom_model_info_init_sized(loom_model_info *info, size_t size);
+#define loom_model_info_init(info) loom_model_info_init_sized((info), sizeof *(info))
 LOOM_API loom_status loom_model_get_info(const loom_model *model, loom_model_info *info);
 /* All end-of-generation ids into `ids` (capacity `cap`); `n` gets the count. */
 LOOM_API loom_status loom_model_eos_ids(const loom_model *model, int32_t *ids, size_t cap, size_t *n);
@@ -251,6 +261,8 @@ typedef struct loom_session_params {
 } loom_session_params;
 
 LOOM_API void loom_session_params_init(loom_session_params *p);
+LOOM_API void loom_session_params_init_sized(loom_session_params *p, size_t size);
+#define loom_session_params_init(p) loom_session_params_init_sized((p), sizeof *(p))
 /* Allocates the KV cache. The session keeps the model alive. Any thread. */
 LOOM_API loom_status loom_session_create(const loom_model *model, const loom_session_params *params,
                                          loom_session **out, loom_error **err);
@@ -305,6 +317,8 @@ typedef int32_t (*loom_sampler_stage_fn)(void *user, loom_candidate *candidates,
                                          const int32_t *history, size_t n_history);
 
 LOOM_API void loom_sampler_params_init(loom_sampler_params *p);
+LOOM_API void loom_sampler_params_init_sized(loom_sampler_params *p, size_t size);
+#define loom_sampler_params_init(p) loom_sampler_params_init_sized((p), sizeof *(p))
 LOOM_API loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler **out,
                                          loom_error **err);
 LOOM_API void loom_sampler_free(loom_sampler *sampler);
@@ -353,7 +367,11 @@ typedef struct loom_generate_result {
 } loom_generate_result;
 
 LOOM_API void loom_generate_params_init(loom_generate_params *p);
+LOOM_API void loom_generate_params_init_sized(loom_generate_params *p, size_t size);
+#define loom_generate_params_init(p) loom_generate_params_init_sized((p), sizeof *(p))
 LOOM_API void loom_generate_result_init(loom_generate_result *r);
+LOOM_API void loom_generate_result_init_sized(loom_generate_result *r, size_t size);
+#define loom_generate_result_init(r) loom_generate_result_init_sized((r), sizeof *(r))
 /* Tokenizes `prompt` with the model's tokenizer, prefills, then samples and steps until
  * an end-of-generation token, a stop string, max_tokens or the callback stops it.
  * `result` may be NULL. Per-session (and per-sampler). */
@@ -402,6 +420,8 @@ typedef struct loom_chat_template_params {
 } loom_chat_template_params;
 
 LOOM_API void loom_chat_template_params_init(loom_chat_template_params *p);
+LOOM_API void loom_chat_template_params_init_sized(loom_chat_template_params *p, size_t size);
+#define loom_chat_template_params_init(p) loom_chat_template_params_init_sized((p), sizeof *(p))
 /* Renders `template_source` (NULL: the model's own template; LOOM_ERR_UNSUPPORTED when it
  * has none) over the conversation, byte for byte as transformers' apply_chat_template
  * renders it (Jinja2, trim_blocks and lstrip_blocks on). `model` may be NULL when
@@ -452,7 +472,11 @@ typedef struct loom_chat_result {
 } loom_chat_result;
 
 LOOM_API void loom_chat_params_init(loom_chat_params *p);
+LOOM_API void loom_chat_params_init_sized(loom_chat_params *p, size_t size);
+#define loom_chat_params_init(p) loom_chat_params_init_sized((p), sizeof *(p))
 LOOM_API void loom_chat_result_init(loom_chat_result *r);
+LOOM_API void loom_chat_result_init_sized(loom_chat_result *r, size_t size);
+#define loom_chat_result_init(r) loom_chat_result_init_sized((r), sizeof *(r))
 /* LOOM_ERR_UNSUPPORTED when no template is given and the model has none (a base model);
  * LOOM_ERR_TEMPLATE when the template does not compile. Any thread. */
 LOOM_API loom_status loom_chat_create(loom_session *session, const loom_chat_params *params,
@@ -544,8 +568,14 @@ typedef struct loom_batch_stats {
 } loom_batch_stats;
 
 LOOM_API void loom_batch_params_init(loom_batch_params *p);
+LOOM_API void loom_batch_params_init_sized(loom_batch_params *p, size_t size);
+#define loom_batch_params_init(p) loom_batch_params_init_sized((p), sizeof *(p))
 LOOM_API void loom_batch_pass_init(loom_batch_pass *r);
+LOOM_API void loom_batch_pass_init_sized(loom_batch_pass *r, size_t size);
+#define loom_batch_pass_init(r) loom_batch_pass_init_sized((r), sizeof *(r))
 LOOM_API void loom_batch_stats_init(loom_batch_stats *s);
+LOOM_API void loom_batch_stats_init_sized(loom_batch_stats *s, size_t size);
+#define loom_batch_stats_init(s) loom_batch_stats_init_sized((s), sizeof *(s))
 /* Allocates the KV pool (one allocation) and the batch's threads. Any thread. */
 LOOM_API loom_status loom_batch_create(const loom_model *model, const loom_batch_params *params,
                                        loom_batch **out, loom_error **err);
@@ -646,6 +676,8 @@ typedef struct loom_draft_model_params {
 } loom_draft_model_params;
 
 LOOM_API void loom_draft_model_params_init(loom_draft_model_params *p);
+LOOM_API void loom_draft_model_params_init_sized(loom_draft_model_params *p, size_t size);
+#define loom_draft_model_params_init(p) loom_draft_model_params_init_sized((p), sizeof *(p))
 /* A draft model: `draft` must share `target`'s vocabulary (LOOM_ERR_INVALID_ARGUMENT
  * naming both sizes, or the first token id whose text differs). A draft with more weight
  * bytes than the target is allowed, with a warning (loom_drafter_warnings). Any thread. */
@@ -702,7 +734,11 @@ typedef struct loom_speculative_stats {
 } loom_speculative_stats;
 
 LOOM_API void loom_speculative_params_init(loom_speculative_params *p);
+LOOM_API void loom_speculative_params_init_sized(loom_speculative_params *p, size_t size);
+#define loom_speculative_params_init(p) loom_speculative_params_init_sized((p), sizeof *(p))
 LOOM_API void loom_speculative_stats_init(loom_speculative_stats *s);
+LOOM_API void loom_speculative_stats_init_sized(loom_speculative_stats *s, size_t size);
+#define loom_speculative_stats_init(s) loom_speculative_stats_init_sized((s), sizeof *(s))
 /* loom_generate with an optional drafter (NULL: plain decoding, counted the same way):
  * the same params, streaming, stop reasons and result, and for a greedy sampler the same
  * tokens. `spec`, `result` and `stats` may be NULL. k outside 1..64 is

@@ -50,7 +50,7 @@ void set_within_size(S* s, F S::*field, F value) {
 
 extern "C" {
 
-LOOM_API void loom_load_params_init(loom_load_params* p) {
+static void fill_load_params(loom_load_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
@@ -61,6 +61,7 @@ LOOM_API void loom_load_params_init(loom_load_params* p) {
   p->load_tokenizer = 1;
   p->log_level = LOOM_LOG_INFO;
 }
+LOOM_CAPI_DEFINE_INIT(loom_load_params, loom_load_params_init, fill_load_params)
 
 LOOM_API loom_status loom_model_load(const char* path, const loom_load_params* params, loom_model** out,
                                      loom_error** err) {
@@ -68,7 +69,7 @@ LOOM_API loom_status loom_model_load(const char* path, const loom_load_params* p
   return guard(err, [&] {
     require(path, "path");
     require(out, "output model pointer");
-    const auto p = loom::capi::read_params(params, loom_load_params_init);
+    const auto p = loom::capi::read_params(params, loom_load_params_init_sized);
     loom::LoadOptions options;
     options.io_mode = io_mode_from_c(p.io_mode);
     options.target_dtype = dtype_from_c(p.target_dtype);
@@ -102,13 +103,14 @@ LOOM_API loom_status loom_model_load(const char* path, const loom_load_params* p
 
 LOOM_API void loom_model_free(loom_model* model) { delete model; }
 
-LOOM_API void loom_model_info_init(loom_model_info* info) {
+static void fill_model_info(loom_model_info* info) {
   if (info == nullptr) return;
   std::memset(info, 0, sizeof *info);
   info->struct_size = sizeof *info;
   info->bos_id = info->eos_id = -1;
   info->architecture = "";
 }
+LOOM_CAPI_DEFINE_INIT(loom_model_info, loom_model_info_init, fill_model_info)
 
 LOOM_API loom_status loom_model_get_info(const loom_model* model, loom_model_info* info) {
   return guard(nullptr, [&] {

@@ -92,7 +92,7 @@ using loom::capi::stop_to_c;
 
 extern "C" {
 
-LOOM_API void loom_sampler_params_init(loom_sampler_params* p) {
+static void fill_sampler_params(loom_sampler_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   const loom::SamplerParams d;
@@ -107,13 +107,14 @@ LOOM_API void loom_sampler_params_init(loom_sampler_params* p) {
   p->penalty_last_n = d.penalty_last_n;
   p->seed = d.seed;
 }
+LOOM_CAPI_DEFINE_INIT(loom_sampler_params, loom_sampler_params_init, fill_sampler_params)
 
 LOOM_API loom_status loom_sampler_create(const loom_sampler_params* params, loom_sampler** out,
                                          loom_error** err) {
   if (out != nullptr) *out = nullptr;
   return guard(err, [&] {
     require(out, "output sampler pointer");
-    const auto p = loom::capi::read_params(params, loom_sampler_params_init);
+    const auto p = loom::capi::read_params(params, loom_sampler_params_init_sized);
     loom::SamplerParams s;
     s.temperature = p.temperature;
     s.top_k = p.top_k;
@@ -169,19 +170,21 @@ LOOM_API loom_status loom_sampler_reset(loom_sampler* sampler) {
   return LOOM_OK;
 }
 
-LOOM_API void loom_generate_params_init(loom_generate_params* p) {
+static void fill_generate_params(loom_generate_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
   p->max_tokens = 128;
   p->tokenize_flags = LOOM_TOKENIZE_ADD_SPECIAL;
 }
+LOOM_CAPI_DEFINE_INIT(loom_generate_params, loom_generate_params_init, fill_generate_params)
 
-LOOM_API void loom_generate_result_init(loom_generate_result* r) {
+static void fill_generate_result(loom_generate_result* r) {
   if (r == nullptr) return;
   std::memset(r, 0, sizeof *r);
   r->struct_size = sizeof *r;
 }
+LOOM_CAPI_DEFINE_INIT(loom_generate_result, loom_generate_result_init, fill_generate_result)
 
 LOOM_API loom_status loom_generate(loom_session* session, loom_sampler* sampler, const char* prompt,
                                    size_t prompt_len, const loom_generate_params* params,
@@ -190,7 +193,7 @@ LOOM_API loom_status loom_generate(loom_session* session, loom_sampler* sampler,
     require(session, "session");
     require(sampler, "sampler");
     if (prompt_len > 0) require(prompt, "prompt");
-    const auto p = loom::capi::read_params(params, loom_generate_params_init);
+    const auto p = loom::capi::read_params(params, loom_generate_params_init_sized);
     const auto& tokenizer = session->session->model().tokenizer();
     if (!tokenizer) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to generate text with");
     const loom::GenerateOptions o = loom::capi::generate_options(p);

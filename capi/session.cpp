@@ -27,12 +27,13 @@ std::function<void(const loom::TraceEvent&)> c_trace(loom_trace_fn fn, void* use
 
 extern "C" {
 
-LOOM_API void loom_session_params_init(loom_session_params* p) {
+static void fill_session_params(loom_session_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
   p->kv_dtype = LOOM_DTYPE_F32;
 }
+LOOM_CAPI_DEFINE_INIT(loom_session_params, loom_session_params_init, fill_session_params)
 
 LOOM_API loom_status loom_session_create(const loom_model* model, const loom_session_params* params,
                                          loom_session** out, loom_error** err) {
@@ -40,7 +41,7 @@ LOOM_API loom_status loom_session_create(const loom_model* model, const loom_ses
   return guard(err, [&] {
     require(model, "model");
     require(out, "output session pointer");
-    const auto p = loom::capi::read_params(params, loom_session_params_init);
+    const auto p = loom::capi::read_params(params, loom_session_params_init_sized);
     loom::SessionOptions o;
     if (p.context_length < 0) throw loom::Error(loom::ErrorCode::invalid_argument, "context_length is negative");
     o.context_length = p.context_length;

@@ -37,7 +37,7 @@ loom::DraftFunction c_draft(loom_draft_fn fn, void* user, std::string name) {
 
 extern "C" {
 
-LOOM_API void loom_draft_model_params_init(loom_draft_model_params* p) {
+static void fill_draft_model_params(loom_draft_model_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
@@ -46,6 +46,7 @@ LOOM_API void loom_draft_model_params_init(loom_draft_model_params* p) {
   p->kv_dtype = LOOM_DTYPE_F32;
   p->min_confidence = d.min_confidence;
 }
+LOOM_CAPI_DEFINE_INIT(loom_draft_model_params, loom_draft_model_params_init, fill_draft_model_params)
 
 LOOM_API loom_status loom_drafter_create_model(const loom_model* draft, const loom_model* target,
                                                const loom_draft_model_params* params, loom_drafter** out,
@@ -55,7 +56,7 @@ LOOM_API loom_status loom_drafter_create_model(const loom_model* draft, const lo
     require(draft, "draft model");
     require(target, "target model");
     require(out, "output drafter pointer");
-    const auto p = loom::capi::read_params(params, loom_draft_model_params_init);
+    const auto p = loom::capi::read_params(params, loom_draft_model_params_init_sized);
     if (p.context_length < 0) throw loom::Error(loom::ErrorCode::invalid_argument, "context_length is negative");
     loom::DraftModelOptions o;
     o.context_length = p.context_length;
@@ -129,7 +130,7 @@ LOOM_API loom_status loom_drafter_warnings(const loom_drafter* drafter, char* bu
   });
 }
 
-LOOM_API void loom_speculative_params_init(loom_speculative_params* p) {
+static void fill_speculative_params(loom_speculative_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof *p);
   p->struct_size = sizeof *p;
@@ -139,12 +140,14 @@ LOOM_API void loom_speculative_params_init(loom_speculative_params* p) {
   p->probe_interval = d.probe_interval;
   p->smoothing = d.smoothing;
 }
+LOOM_CAPI_DEFINE_INIT(loom_speculative_params, loom_speculative_params_init, fill_speculative_params)
 
-LOOM_API void loom_speculative_stats_init(loom_speculative_stats* s) {
+static void fill_speculative_stats(loom_speculative_stats* s) {
   if (s == nullptr) return;
   std::memset(s, 0, sizeof *s);
   s->struct_size = sizeof *s;
 }
+LOOM_CAPI_DEFINE_INIT(loom_speculative_stats, loom_speculative_stats_init, fill_speculative_stats)
 
 LOOM_API loom_status loom_generate_speculative(loom_session* session, loom_sampler* sampler, const char* prompt,
                                                size_t prompt_len, const loom_generate_params* params,
@@ -155,8 +158,8 @@ LOOM_API loom_status loom_generate_speculative(loom_session* session, loom_sampl
     require(session, "session");
     require(sampler, "sampler");
     if (prompt_len > 0) require(prompt, "prompt");
-    const auto p = loom::capi::read_params(params, loom_generate_params_init);
-    const auto sp = loom::capi::read_params(spec, loom_speculative_params_init);
+    const auto p = loom::capi::read_params(params, loom_generate_params_init_sized);
+    const auto sp = loom::capi::read_params(spec, loom_speculative_params_init_sized);
     const auto& tokenizer = session->session->model().tokenizer();
     if (!tokenizer) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to generate text with");
     const loom::GenerateOptions o = loom::capi::generate_options(p);

@@ -42,8 +42,8 @@ class LoadParams(Structure):
 class SessionParams(Structure):
     _fields_ = [("struct_size", c_uint32), ("context_length", c_int32), ("n_threads", c_int32),
                 ("kv_dtype", c_int32), ("all_logits", c_int32),
-                # appended: the forward-pass trace (loom_session_params_init fills the
-                # whole struct, so the mirror must hold every field the library has)
+                # appended: the forward-pass trace (the *_init_sized calls below pass
+                # ctypes.sizeof, so a mirror without these fields would stay safe)
                 ("trace", TRACE_FN), ("trace_user", c_void_p)]
 
 
@@ -97,10 +97,10 @@ class Library:
             "loom_status_str": (c_char_p, [c_int32]),
             "loom_error_message": (c_char_p, [P]),
             "loom_error_free": (None, [P]),
-            "loom_load_params_init": (None, [POINTER(LoadParams)]),
+            "loom_load_params_init_sized": (None, [POINTER(LoadParams), c_size_t]),
             "loom_model_load": (c_int32, [c_char_p, POINTER(LoadParams), POINTER(P), POINTER(P)]),
             "loom_model_free": (None, [P]),
-            "loom_model_info_init": (None, [POINTER(ModelInfo)]),
+            "loom_model_info_init_sized": (None, [POINTER(ModelInfo), c_size_t]),
             "loom_model_get_info": (c_int32, [P, POINTER(ModelInfo)]),
             "loom_model_load_report": (c_int32, [P, c_int32, c_char_p, c_size_t, POINTER(c_size_t)]),
             "loom_model_tokenizer": (c_int32, [P, POINTER(P), POINTER(P)]),
@@ -110,18 +110,18 @@ class Library:
                                         POINTER(c_size_t), POINTER(P)]),
             "loom_detokenize": (c_int32, [P, POINTER(c_int32), c_size_t, c_uint32, c_char_p, c_size_t,
                                           POINTER(c_size_t), POINTER(P)]),
-            "loom_session_params_init": (None, [POINTER(SessionParams)]),
+            "loom_session_params_init_sized": (None, [POINTER(SessionParams), c_size_t]),
             "loom_session_create": (c_int32, [P, POINTER(SessionParams), POINTER(P), POINTER(P)]),
             "loom_session_free": (None, [P]),
             "loom_prefill": (c_int32, [P, POINTER(c_int32), c_size_t, POINTER(P)]),
             "loom_step": (c_int32, [P, c_int32, POINTER(P)]),
             "loom_logits": (POINTER(c_float), [P, POINTER(c_size_t)]),
-            "loom_sampler_params_init": (None, [POINTER(SamplerParams)]),
+            "loom_sampler_params_init_sized": (None, [POINTER(SamplerParams), c_size_t]),
             "loom_sampler_create": (c_int32, [POINTER(SamplerParams), POINTER(P), POINTER(P)]),
             "loom_sampler_free": (None, [P]),
             "loom_sample": (c_int32, [P, P, POINTER(c_int32), POINTER(P)]),
-            "loom_generate_params_init": (None, [POINTER(GenerateParams)]),
-            "loom_generate_result_init": (None, [POINTER(GenerateResult)]),
+            "loom_generate_params_init_sized": (None, [POINTER(GenerateParams), c_size_t]),
+            "loom_generate_result_init_sized": (None, [POINTER(GenerateResult), c_size_t]),
             "loom_generate": (c_int32, [P, P, c_char_p, c_size_t, POINTER(GenerateParams),
                                         POINTER(GenerateResult), POINTER(P)]),
             "loom_embed": (c_int32, [P, POINTER(c_int32), c_size_t, c_int32, c_int32, POINTER(c_float),
@@ -144,7 +144,7 @@ class Library:
 
     def load_model(self, path, log_level=3):
         params = LoadParams()
-        self.lib.loom_load_params_init(byref(params))
+        self.lib.loom_load_params_init_sized(byref(params), ctypes.sizeof(params))
         params.log_level = log_level
         handle, err = c_void_p(), c_void_p()
         self.check(self.lib.loom_model_load(path.encode(), byref(params), byref(handle), byref(err)), err)
@@ -157,7 +157,7 @@ class Library:
 
     def sampler(self, **fields):
         params = SamplerParams()
-        self.lib.loom_sampler_params_init(byref(params))
+        self.lib.loom_sampler_params_init_sized(byref(params), ctypes.sizeof(params))
         for key, value in fields.items():
             setattr(params, key, value)
         handle, err = c_void_p(), c_void_p()
@@ -184,7 +184,7 @@ class Model(Handle):
 
     def info(self):
         info = ModelInfo()
-        self.library.lib.loom_model_info_init(byref(info))
+        self.library.lib.loom_model_info_init_sized(byref(info), ctypes.sizeof(info))
         self.library.check(self.library.lib.loom_model_get_info(self.handle, byref(info)), c_void_p())
         return info
 
@@ -203,7 +203,7 @@ class Model(Handle):
 
     def session(self, context_length=0, n_threads=0):
         params = SessionParams()
-        self.library.lib.loom_session_params_init(byref(params))
+        self.library.lib.loom_session_params_init_sized(byref(params), ctypes.sizeof(params))
         params.context_length = context_length
         params.n_threads = n_threads
         handle, err = c_void_p(), c_void_p()
@@ -246,7 +246,7 @@ class Session(Handle):
     def generate(self, sampler, prompt, max_tokens=64, stop=(), on_text=None):
         lib = self.library.lib
         params = GenerateParams()
-        lib.loom_generate_params_init(byref(params))
+        lib.loom_generate_params_init_sized(byref(params), ctypes.sizeof(params))
         params.max_tokens = max_tokens
         stops = (c_char_p * len(stop))(*[s.encode() for s in stop])
         params.stop_strings = stops
@@ -262,7 +262,7 @@ class Session(Handle):
 
         params.on_text = TEXT_FN(callback)
         result = GenerateResult()
-        lib.loom_generate_result_init(byref(result))
+        lib.loom_generate_result_init_sized(byref(result), ctypes.sizeof(result))
         data = prompt.encode()
         err = c_void_p()
         self.library.check(lib.loom_generate(self.handle, sampler.handle, data, len(data), byref(params),

@@ -5,7 +5,9 @@
 // and — under the ASan CI step — never read or write out of bounds or leak.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -237,14 +239,17 @@ TEST_CASE("C API abuse: functions without a status answer NULL handles with neut
   CHECK(loom_logits(nullptr, nullptr) == nullptr);
   CHECK(loom_logits_at(nullptr, 0, &n) == nullptr);
   CHECK(loom_logit_rows(nullptr) == 0);
-  // Every init and free accepts NULL.
-  loom_problem_init(nullptr);
-  loom_load_params_init(nullptr);
-  loom_model_info_init(nullptr);
-  loom_session_params_init(nullptr);
-  loom_sampler_params_init(nullptr);
-  loom_generate_params_init(nullptr);
-  loom_generate_result_init(nullptr);
+  // Every init and free accepts NULL: the 0.1 symbols (named in parentheses, past the
+  // header's sizeof-passing macros) and the sized forms, whatever the size.
+  (loom_problem_init)(nullptr);
+  (loom_load_params_init)(nullptr);
+  (loom_model_info_init)(nullptr);
+  (loom_session_params_init)(nullptr);
+  (loom_sampler_params_init)(nullptr);
+  (loom_generate_params_init)(nullptr);
+  (loom_generate_result_init)(nullptr);
+  loom_load_params_init_sized(nullptr, sizeof(loom_load_params));
+  loom_session_params_init_sized(nullptr, 0);
   loom_error_free(nullptr);
   loom_model_free(nullptr);
   loom_tokenizer_free(nullptr);
@@ -499,9 +504,9 @@ TEST_CASE("C API abuse: the batch functions answer NULLs, unknown ids and odd si
   CHECK(loom_batch_contains(nullptr, seq) == 0);
   CHECK(loom_batch_contains(b, seq) == 1);
   CHECK(loom_batch_context_length(nullptr) == -1);
-  loom_batch_params_init(nullptr);
-  loom_batch_pass_init(nullptr);
-  loom_batch_stats_init(nullptr);
+  (loom_batch_params_init)(nullptr);
+  (loom_batch_pass_init)(nullptr);
+  (loom_batch_stats_init)(nullptr);
   loom_batch_free(nullptr);
   loom_batch_free(b);
 
@@ -624,4 +629,110 @@ TEST_CASE("C API abuse: the speculative functions answer NULLs, bad drafts and o
   loom_drafter_free(bad_id);
   loom_drafter_free(too_many);
   loom_drafter_free(unset);
+}
+
+namespace {
+
+// One sized initializer under test: its struct's size and both entry points.
+struct SizedInit {
+  const char* name;
+  size_t size;
+  std::function<void(void*, size_t)> sized;  // NAME_sized
+  std::function<void(void*)> frozen;         // the 0.1 symbol NAME
+};
+
+#define LOOM_SIZED_INIT(T, NAME)                                                      \
+  SizedInit {                                                                         \
+    #NAME, sizeof(T), [](void* p, size_t n) { NAME##_sized(static_cast<T*>(p), n); }, \
+        [](void* p) { (NAME)(static_cast<T*>(p)); }                                   \
+  }
+
+std::vector<SizedInit> sized_inits() {
+  return {LOOM_SIZED_INIT(loom_problem, loom_problem_init),
+          LOOM_SIZED_INIT(loom_load_params, loom_load_params_init),
+          LOOM_SIZED_INIT(loom_model_info, loom_model_info_init),
+          LOOM_SIZED_INIT(loom_session_params, loom_session_params_init),
+          LOOM_SIZED_INIT(loom_sampler_params, loom_sampler_params_init),
+          LOOM_SIZED_INIT(loom_generate_params, loom_generate_params_init),
+          LOOM_SIZED_INIT(loom_generate_result, loom_generate_result_init),
+          LOOM_SIZED_INIT(loom_chat_template_params, loom_chat_template_params_init),
+          LOOM_SIZED_INIT(loom_chat_params, loom_chat_params_init),
+          LOOM_SIZED_INIT(loom_chat_result, loom_chat_result_init),
+          LOOM_SIZED_INIT(loom_batch_params, loom_batch_params_init),
+          LOOM_SIZED_INIT(loom_batch_pass, loom_batch_pass_init),
+          LOOM_SIZED_INIT(loom_batch_stats, loom_batch_stats_init),
+          LOOM_SIZED_INIT(loom_draft_model_params, loom_draft_model_params_init),
+          LOOM_SIZED_INIT(loom_speculative_params, loom_speculative_params_init),
+          LOOM_SIZED_INIT(loom_speculative_stats, loom_speculative_stats_init)};
+}
+
+}  // namespace
+
+TEST_CASE("C API abuse: every initializer writes only the caller's struct, whatever its size") {
+  const auto inits = sized_inits();
+  CHECK(inits.size() == 16);
+  for (const auto& init : inits) {
+    INFO(init.name << " (the library's struct: " << init.size << " bytes)");
+    // The library's own defaults, for comparison.
+    std::vector<unsigned char> full(init.size + 64, 0xAB);
+    init.sized(full.data(), init.size);
+    uint32_t full_size = 0;
+    std::memcpy(&full_size, full.data(), sizeof full_size);
+    CHECK(full_size == init.size);
+    CHECK(full[init.size] == 0xAB);  // not one byte past
+
+    // Older (smaller) hosts, a newer (larger) one, and sizes too small for struct_size.
+    for (const size_t size : {size_t{0}, size_t{3}, size_t{4}, size_t{8}, init.size / 2, init.size - 1,
+                              init.size, init.size + 40}) {
+      INFO("caller's size " << size);
+      std::vector<unsigned char> buf(init.size + 64, 0xAB);
+      init.sized(buf.data(), size);
+      // Nothing past the caller's bytes (nothing at all below the size field's 4).
+      for (size_t i = size < sizeof(uint32_t) ? 0 : size; i < buf.size(); ++i) REQUIRE(buf[i] == 0xAB);
+      if (size < sizeof(uint32_t)) continue;
+      uint32_t got = 0;
+      std::memcpy(&got, buf.data(), sizeof got);
+      const size_t known = std::min(size, init.size);
+      CHECK(got == known);
+      // The defaults the caller's bytes can hold, then zeros up to its size.
+      CHECK(std::memcmp(buf.data() + 4, full.data() + 4, known - 4) == 0);
+      for (size_t i = known; i < size; ++i) REQUIRE(buf[i] == 0);
+    }
+
+    // The 0.1 symbol writes exactly the library's struct (all of it existed in 0.1).
+    std::vector<unsigned char> old(init.size + 64, 0xAB);
+    init.frozen(old.data());
+    CHECK(std::memcmp(old.data(), full.data(), init.size) == 0);
+    CHECK(old[init.size] == 0xAB);
+  }
+}
+
+TEST_CASE("C API abuse: a host built against an older, smaller session params struct loads and runs") {
+  // The layout before the trace fields were appended.
+  const size_t old_size = offsetof(loom_session_params, trace);
+  std::vector<unsigned char> storage(sizeof(loom_session_params) + 16, 0xAB);
+  auto* sp = reinterpret_cast<loom_session_params*>(storage.data());
+  loom_session_params_init_sized(sp, old_size);
+  CHECK(sp->struct_size == old_size);
+  for (size_t i = old_size; i < storage.size(); ++i) REQUIRE(storage[i] == 0xAB);
+  sp->context_length = 64;
+  Handles h;
+  loom_session* s = nullptr;
+  REQUIRE(loom_session_create(h.model, sp, &s, nullptr) == LOOM_OK);
+  CHECK(loom_session_context_length(s) == 64);
+  const int32_t ids[] = {1, 2, 3};
+  CHECK(loom_prefill(s, ids, 3, nullptr) == LOOM_OK);
+  loom_session_free(s);
+}
+
+TEST_CASE("C API: the header's init macros pass the caller's own sizeof") {
+  loom_generate_params gp;
+  std::memset(&gp, 0xCD, sizeof gp);
+  loom_generate_params_init(&gp);
+  CHECK(gp.struct_size == sizeof gp);
+  CHECK(gp.max_tokens == 128);
+  loom_batch_params bp;
+  loom_batch_params_init(&bp);
+  CHECK(bp.struct_size == sizeof bp);
+  CHECK(bp.block_tokens == 16);
 }
