@@ -134,11 +134,18 @@ void linear_quantized(const Tensor& w, const float* x, int64_t x_stride, int64_t
   thread_local std::vector<std::byte> activations;
   activations.resize(act_row_bytes * static_cast<size_t>(n_tokens));
   std::byte* act_data = activations.data();
-  pool.parallel_for(n_tokens, 1, [&](int64_t t0, int64_t t1, int) {
+  auto quantize = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
       quant::quantize_activations(act, x + t * x_stride, act_data + static_cast<size_t>(t) * act_row_bytes, cols);
     }
-  });
+  };
+  // A row quantizes in about a microsecond, less than waking the pool costs: decode
+  // (one token, two parallel sections per product otherwise) does it on this thread.
+  if (n_tokens <= 2) {
+    quantize(0, n_tokens, 0);
+  } else {
+    pool.parallel_for(n_tokens, 1, quantize);
+  }
   const auto row_bytes = static_cast<size_t>(dtype_bytes(w.dtype(), cols, cols));
   const auto* base = static_cast<const std::byte*>(w.raw_data());
   pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
