@@ -2,7 +2,8 @@
 // on odd shapes (head_dim not a multiple of 8, 1..3 keys, several segments, f16 cache,
 // softcap), for every ISA level this CPU runs; bit-identical results for a query head
 // whether it runs alone or in a tile of 4 and however its positions are cut into
-// segments; the AVX2 exp against libm.
+// segments; the AVX2 exp against libm. Also the AVX2 element-wise silu_mul, which shares
+// that exp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "loom/convert.hpp"
 #include "loom/cpu.hpp"
 #include "runtime/kernels/attention.hpp"
+#include "runtime/kernels/ops.hpp"
 
 namespace {
 
@@ -182,4 +184,35 @@ TEST_CASE("exp_avx2: within 2 ulp of libm from -87 to 88, zero below -87.3 and f
   CHECK(low[2] == 0.0f);
   CHECK(low[3] == 0.0f);
   CHECK(low[4] == 1.0f);
+}
+
+TEST_CASE("silu_mul: the AVX2 kernel within 4 ulp of libm, the same bits for an element wherever it falls") {
+  if (loom::best_supported_isa() == loom::Isa::scalar) {
+    WARN("skipped: this CPU has no AVX2");
+    return;
+  }
+  const auto g = gaussian(203, 5, 4.0f);
+  const auto u = gaussian(203, 6, 1.0f);
+  std::vector<float> got = g;
+  loom::kernels::silu_mul_avx2(got.data(), u.data(), static_cast<int64_t>(got.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double want = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+    REQUIRE(std::abs(got[i] - want) <= 5e-7 * std::abs(want) + 1e-30);
+  }
+  // Every window [start, start + n) gives each element the bits it had in the whole array.
+  for (const size_t start : {size_t{0}, size_t{1}, size_t{5}, size_t{11}}) {
+    for (const size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{100}}) {
+      std::vector<float> part(g.begin() + static_cast<std::ptrdiff_t>(start),
+                              g.begin() + static_cast<std::ptrdiff_t>(start + n));
+      loom::kernels::silu_mul_avx2(part.data(), u.data() + start, static_cast<int64_t>(n));
+      CHECK(std::memcmp(part.data(), got.data() + start, n * sizeof(float)) == 0);
+    }
+  }
+  // Far tails: silu(-100) is -0 or a tiny negative, silu(100) * u is 100 * u.
+  std::vector<float> ends = {-100.0f, 100.0f, 0.0f};
+  const std::vector<float> ones = {1.0f, 2.0f, 3.0f};
+  loom::kernels::silu_mul_avx2(ends.data(), ones.data(), 3);
+  CHECK(std::abs(ends[0]) < 1e-30f);
+  CHECK(ends[1] == 200.0f);
+  CHECK(ends[2] == 0.0f);
 }

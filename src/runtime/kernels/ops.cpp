@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "loom/cpu.hpp"
+
 namespace loom::kernels {
 
 // These loops are simple enough for the compiler to vectorize; they are a small part of
@@ -46,6 +48,7 @@ void softmax(float* x, int64_t n) {
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {
+  if (active_isa() != Isa::scalar) return silu_mul_avx2(gate, up, n);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
