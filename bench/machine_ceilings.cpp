@@ -232,24 +232,34 @@ BandwidthProbe probe_read_bandwidth(int threads) {
 
 double measure_read_bandwidth_gbs(int threads) { return probe_read_bandwidth(threads).best_gbs; }
 
-double measure_fma_peak_gflops(int threads) {
-  const bool wide = active_isa() == Isa::avx512;
-  const int64_t iterations = 20'000'000;
-  const double flops_per_thread =
-      static_cast<double>(iterations) * (wide ? 16 * 16 : 12 * 8) * 2.0;
+namespace {
+
+// The best of three runs of `loop(iterations)` on every thread of a pool, as giga
+// operations per second (ops_per_thread each); the loops' results are kept so the work
+// cannot be dropped.
+template <typename Loop>
+double best_rate(int threads, double ops_per_thread, Loop loop) {
   ThreadPool pool(threads);
   std::vector<double> sink(static_cast<size_t>(threads));
   double best = 0.0;
   for (int rep = 0; rep < 3; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(threads, 1, [&](int64_t, int64_t, int t) {
-      sink[static_cast<size_t>(t)] += wide ? fma_loop_avx512(iterations) : fma_loop_avx2(iterations);
-    });
-    best = std::max(best, flops_per_thread * threads / seconds_since(t0) / 1e9);
+    pool.parallel_for(threads, 1, [&](int64_t, int64_t, int t) { sink[static_cast<size_t>(t)] += static_cast<double>(loop()); });
+    best = std::max(best, ops_per_thread * threads / seconds_since(t0) / 1e9);
   }
   volatile double keep = sink[0];
   (void)keep;
   return best;
+}
+
+}  // namespace
+
+double measure_fma_peak_gflops(int threads) {
+  const bool wide = active_isa() == Isa::avx512;
+  const int64_t iterations = 20'000'000;
+  const double flops_per_thread = static_cast<double>(iterations) * (wide ? 16 * 16 : 12 * 8) * 2.0;
+  return best_rate(threads, flops_per_thread,
+                   [&] { return wide ? fma_loop_avx512(iterations) : fma_loop_avx2(iterations); });
 }
 
 double measure_int8_dot_peak_gops(int threads) {
@@ -259,19 +269,7 @@ double measure_int8_dot_peak_gops(int threads) {
   // Per chain and iteration: 64 (VNNI, 512-bit) or 32 (AVX2) int8 products, each a
   // multiply and an add.
   const double ops_per_thread = static_cast<double>(iterations) * kDotChains * (vnni ? 64 : 32) * 2.0;
-  ThreadPool pool(threads);
-  std::vector<int64_t> sink(static_cast<size_t>(threads));
-  double best = 0.0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(threads, 1, [&](int64_t, int64_t, int t) {
-      sink[static_cast<size_t>(t)] += vnni ? dot_loop_vnni(iterations) : dot_loop_avx2(iterations);
-    });
-    best = std::max(best, ops_per_thread * threads / seconds_since(t0) / 1e9);
-  }
-  volatile int64_t keep = sink[0];
-  (void)keep;
-  return best;
+  return best_rate(threads, ops_per_thread, [&] { return vnni ? dot_loop_vnni(iterations) : dot_loop_avx2(iterations); });
 }
 
 }  // namespace loom::bench

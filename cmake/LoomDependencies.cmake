@@ -13,7 +13,7 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # case mapping and general categories (Qwen2's tokenizer.json normalizes to NFC).
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 # OpenSSL's libcrypto (Debian's libssl-dev) hashes weight files and packs with the CPU's
-# SHA extensions: ~7x the hand-written SHA-256 it replaced, at the disk's speed.
+# SHA extensions: 5-6x the hand-written SHA-256 it replaced, per thread.
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
 if(LOOM_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)

@@ -215,13 +215,15 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   // Re-verify what the interrupted run wrote; keep the longest intact prefix.
   // Hashing (at disk speed with libcrypto) runs on every hardware thread.
   ThreadPool hash_pool(0);
-  std::vector<FileRange> written;
-  for (const auto& t : checkpoint.tensors) written.push_back({partial / t.file, t.offset, t.length});
+  std::vector<FileRange> written;  // the checkpoint's tensors with bytes of their own
+  for (const auto& t : checkpoint.tensors) {
+    if (t.tied_to.empty()) written.push_back({partial / t.file, t.offset, t.length});
+  }
   const auto written_hashes = sha256_file_ranges(written, hash_pool);
   size_t verified = 0;
-  for (; verified < checkpoint.tensors.size(); ++verified) {
+  for (size_t own = 0; verified < checkpoint.tensors.size(); ++verified) {
     const auto& t = checkpoint.tensors[verified];
-    if (t.tied_to.empty() && written_hashes[verified] != t.sha256) break;
+    if (t.tied_to.empty() && written_hashes[own++] != t.sha256) break;
   }
   checkpoint.tensors.resize(verified);
   PackResult result;
