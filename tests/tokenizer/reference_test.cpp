@@ -54,6 +54,31 @@ std::vector<int32_t> read_ids_file(const fs::path& p) {
   return loom::test::parse_ids(loom::test::read_file_text(p));
 }
 
+// A model prompt and the ids llama.cpp fed the model (models/<model>/logits/<file>.ids.txt).
+struct PromptCase {
+  const char* model;
+  const char* prompt_file;
+  const char* text;
+};
+
+// Encodes each prompt with BOS (parse_special=false) through the tokenizer `load` gives
+// for the model's hf/ directory, checks the ids and that decoding (BOS dropped) gives the
+// prompt back, and prints how many matched under `label`.
+template <size_t N, typename Load>
+void check_prompts(const fs::path& ref, const PromptCase (&cases)[N], const char* label, Load load) {
+  size_t matched = 0;
+  for (const auto& c : cases) {
+    const auto tok = load(ref / "models" / c.model / "hf");
+    const auto expected = read_ids_file(ref / "models" / c.model / "logits" / (std::string(c.prompt_file) + ".ids.txt"));
+    const auto ids = tok->encode(c.text, true, false);
+    INFO(c.model << " / " << c.prompt_file);
+    CHECK(loom::test::ids_to_string(ids) == loom::test::ids_to_string(expected));
+    if (ids == expected) ++matched;
+    CHECK(tok->decode(ids, true) == c.text);
+  }
+  std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", label, matched, N);
+}
+
 }  // namespace
 
 TEST_CASE("llama2 tokenizer.json reproduces llama.cpp's llama-spm vectors") {
@@ -88,12 +113,7 @@ TEST_CASE("llama3 tokenizer.json reproduces llama.cpp's llama-bpe vectors") {
 
 TEST_CASE("model tokenizer.json files reproduce the prompt ids llama.cpp fed the models") {
   LOOM_REQUIRE_REFERENCE(ref);
-  struct Case {
-    const char* model;
-    const char* prompt_file;  // logits/<name>.ids.txt
-    const char* text;
-  };
-  const Case cases[] = {
+  const PromptCase cases[] = {
       {"stories260K", "once_upon", "Once upon a time"},
       {"stories260K", "zoo", "Zoo"},
       {"tiny-llama", "france", "The capital of France is Paris, and the capital of Germany is"},
@@ -110,31 +130,15 @@ TEST_CASE("model tokenizer.json files reproduce the prompt ids llama.cpp fed the
       {"falcon-tiny-newdec", "capital", "The capital of France is Paris, and the capital of Germany is"},
       {"gptneox-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
   };
-  size_t matched = 0;
-  for (const auto& c : cases) {
-    const fs::path hf = ref / "models" / c.model / "hf";
-    auto tok = loom::test::load_json_tokenizer(hf / "tokenizer.json", hf / "tokenizer_config.json");
-    const auto expected = read_ids_file(ref / "models" / c.model / "logits" / (std::string(c.prompt_file) + ".ids.txt"));
-    const auto ids = tok->encode(c.text, true, false);
-    INFO(c.model << " / " << c.prompt_file);
-    CHECK(loom::test::ids_to_string(ids) == loom::test::ids_to_string(expected));
-    if (ids == expected) ++matched;
-    // Decoding drops the BOS the model adds and gives the prompt back.
-    CHECK(tok->decode(ids, true) == c.text);
-  }
-  std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", "models/*/hf/tokenizer.json", matched,
-              std::size(cases));
+  check_prompts(ref, cases, "models/*/hf/tokenizer.json", [](const fs::path& hf) {
+    return loom::test::load_json_tokenizer(hf / "tokenizer.json", hf / "tokenizer_config.json");
+  });
 }
 
 TEST_CASE("model tokenizer.model files (SentencePiece) reproduce the prompt ids llama.cpp fed the models") {
   LOOM_REQUIRE_REFERENCE(ref);
-  struct Case {
-    const char* model;
-    const char* prompt_file;  // logits/<name>.ids.txt
-    const char* text;
-  };
   // Gemma's tokenizer.model says add_dummy_prefix: false, so "The" is not "▁The".
-  const Case cases[] = {
+  const PromptCase cases[] = {
       {"mistral-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
       {"mistral-tiny", "code-add", "def add(a, b):\n    return a + b"},
       {"phi3-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
@@ -142,20 +146,11 @@ TEST_CASE("model tokenizer.model files (SentencePiece) reproduce the prompt ids 
       {"gemma2-tiny", "capital", "The capital of France is Paris, and the capital of Germany is"},
       {"gemma2-tiny-27b", "capital", "The capital of France is Paris, and the capital of Germany is"},
   };
-  size_t matched = 0;
-  for (const auto& c : cases) {
-    const fs::path hf = ref / "models" / c.model / "hf";
+  check_prompts(ref, cases, "models/*/hf/tokenizer.model", [](const fs::path& hf) {
     auto tok = Tokenizer::load(hf);
     REQUIRE(tok->name().find("tokenizer.model") != std::string::npos);
-    const auto expected = read_ids_file(ref / "models" / c.model / "logits" / (std::string(c.prompt_file) + ".ids.txt"));
-    const auto ids = tok->encode(c.text, true, false);
-    INFO(c.model << " / " << c.prompt_file);
-    CHECK(loom::test::ids_to_string(ids) == loom::test::ids_to_string(expected));
-    if (ids == expected) ++matched;
-    CHECK(tok->decode(ids, true) == c.text);
-  }
-  std::printf("tokenizer reference %-34s %zu/%zu prompts match exactly\n", "models/*/hf/tokenizer.model", matched,
-              std::size(cases));
+    return tok;
+  });
 }
 
 TEST_CASE("vocab-only GGUFs reproduce llama.cpp's test-tokenizer-0 vectors") {
