@@ -69,10 +69,9 @@ void summarize(Plan& plan, const Manifest& manifest, const ModelConfig& config, 
                int64_t transient_peak_bytes, LoadReport& report) {
   auto& jobs = plan.jobs;
   auto& records = plan.records;
+  // records[i] belongs to manifest entry i, and each job points at its entry.
   for (auto& job : jobs) {
-    for (auto& rec : records) {
-      if (rec.internal_name == job->entry->internal_name) rec.conversion = job->stats;
-    }
+    records[static_cast<size_t>(job->entry - manifest.entries().data())].conversion = job->stats;
     report.conversion_totals += job->stats;
   }
 
