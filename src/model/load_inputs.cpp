@@ -73,7 +73,7 @@ void add_file_warnings(LoadReport& report, const std::vector<std::string>& warni
 
 // ---- file verification ----
 
-void verify_files(const WeightSource& source, const LoadOptions& options) {
+void verify_files(const WeightSource& source, const LoadOptions& options, ThreadPool& pool) {
   std::vector<FileRange> to_hash;
   std::vector<std::string> want_hash;
   for (const auto& f : source.files()) {
@@ -103,9 +103,7 @@ void verify_files(const WeightSource& source, const LoadOptions& options) {
     }
   }
   if (to_hash.empty()) return;
-  // The shards are hashed side by side on the load's pool (or one of `threads` + 1).
-  const auto pool = options.pool ? options.pool : std::make_shared<ThreadPool>(std::max(0, options.threads) + 1);
-  const auto got = sha256_file_ranges(to_hash, *pool);
+  const auto got = sha256_file_ranges(to_hash, pool);
   for (size_t i = 0; i < to_hash.size(); ++i) {
     const std::string file = to_hash[i].file.string();
     if (!got[i]) throw Error(ErrorCode::io, "cannot read", {.file = file});

@@ -26,8 +26,9 @@ namespace loom::load {
 // The folder beside the weights: `path` itself, or the folder holding a single file.
 std::filesystem::path model_dir(const std::filesystem::path& path);
 std::unique_ptr<WeightSource> open_source(const std::filesystem::path& path, const LoadOptions& options);
-// Throws Error(format) naming the file whose size or sha256 differs from what is expected.
-void verify_files(const WeightSource& source, const LoadOptions& options);
+// Throws Error(format) naming the file whose size or sha256 differs from what is expected;
+// the files are hashed side by side on `pool`.
+void verify_files(const WeightSource& source, const LoadOptions& options, ThreadPool& pool);
 // GGUF metadata, a llama2.c header, or config.json beside the weights.
 ModelConfig config_for(const std::filesystem::path& path, const WeightSource& source,
                        std::vector<std::string>* warnings = nullptr);

@@ -42,7 +42,11 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
   const Logger& log = options.logger;
 
   auto source = load::open_source(path, options);
-  load::verify_files(*source, options);
+  // The host's pool, or one of `threads` workers for this load: it hashes the files the
+  // options ask to verify, then converts.
+  const std::shared_ptr<ThreadPool> pool =
+      options.pool ? options.pool : std::make_shared<ThreadPool>(std::max(0, options.threads) + 1);
+  load::verify_files(*source, options, *pool);
   std::vector<std::string> file_warnings = source->warnings();
   ModelConfig config = load::config_for(path, *source, &file_warnings);
   GenerationDefaults generation = load::generation_for(path, *source, file_warnings);
@@ -84,10 +88,7 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
   weights.rope_interleaved = manifest.rope_interleaved();
   load::Plan plan = load::plan_load(manifest, *source, options, weights, report->notes);
 
-  // Stream: this thread reads chunks, the pool's other threads convert them (the host's
-  // pool, or one of `threads` converters for this load).
-  const std::shared_ptr<ThreadPool> pool =
-      options.pool ? options.pool : std::make_shared<ThreadPool>(std::max(0, options.threads) + 1);
+  // Stream: this thread reads chunks, the pool's other threads convert them.
   const auto streamed = load::stream_conversions(
       plan, *source, options, *pool, [&](uint64_t submitted, std::string_view tensor) {
         sample_rss();

@@ -213,8 +213,10 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   }
 
   // Re-verify what the interrupted run wrote; keep the longest intact prefix.
-  // Hashing (at disk speed with libcrypto) runs on every hardware thread.
-  ThreadPool hash_pool(0);
+  // Hashing (at disk speed with libcrypto) runs on the host's pool when it gave one
+  // (LoadOptions::pool caps its threads), else on every hardware thread.
+  const std::shared_ptr<ThreadPool> hash_pool_ptr = options.load.pool ? options.load.pool : std::make_shared<ThreadPool>(0);
+  ThreadPool& hash_pool = *hash_pool_ptr;
   std::vector<FileRange> written;  // the checkpoint's tensors with bytes of their own
   for (const auto& t : checkpoint.tensors) {
     if (t.tied_to.empty()) written.push_back({partial / t.file, t.offset, t.length});
