@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "bench_stats.hpp"
 #include "common/json_writer.hpp"
 #include "loom/batch.hpp"
 #include "loom/thread_pool.hpp"
@@ -20,11 +21,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kMaxBatch = 4096;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Greedy: the exact argmax, ties to the lowest id (as loom::Sampler's greedy pick).
 int32_t argmax(std::span<const float> logits) {
@@ -109,6 +105,9 @@ void batch_bench(const std::shared_ptr<const Model>& model, const BatchBenchOpti
     bo.pool = pool;
     Batch batch(model, bo);
     std::vector<double> pre, dec;
+    // One unmeasured run first, as llama-bench and llama-batched-bench do: the first
+    // touches every mapped weight page and grows the scratch buffers.
+    run_once(batch, prompts, o.gen_tokens);
     for (int r = 0; r < o.reps; ++r) {
       const Timing t = run_once(batch, prompts, o.gen_tokens);
       pre.push_back(t.prefill);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "bench_stats.hpp"
 #include "common/json_writer.hpp"
 #include "loom/error.hpp"
 #include "loom/session.hpp"
@@ -11,11 +12,6 @@
 namespace loom::cli {
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 DType dtype_named(const std::string& name) {
   const auto d = dtype_from_name(name);
@@ -66,6 +62,12 @@ void speculative_bench(const std::shared_ptr<const Model>& target, const std::sh
   go.max_tokens = o.gen_tokens;
   go.stop_at_eos = false;  // every run generates the same number of tokens
   const Tokenizer* tok = target->tokenizer().get();
+  {
+    // One unmeasured plain run first (as llama-bench warms up): it touches every mapped
+    // weight page of the target, which is load time, not decoding time.
+    Sampler warm(sp);
+    speculative_generate_from_tokens(session, warm, tok, o.prompt, nullptr, o.flags.params, go);
+  }
   for (auto& d : drafters) {
     std::vector<double> plain_s, spec_s;
     SpeculativeResult last;
