@@ -14,22 +14,27 @@
 // f16 / bf16 weights are widened exactly to f32 in registers (F16C / a shift), so the
 // widening cannot change a bit.
 //
+// Each ISA level has its own C (and so its own bits); within a level every product
+// follows it. AVX2: C = 4. AVX-512: C = 1, one 16-lane chain per output (since
+// 2026-12-02; it was 4 as on AVX2, see docs/runtime.md for the measurements).
+//
 // A tile is R weight rows x T tokens with R*T*C accumulators; each weight vector is
 // loaded (and widened) once for its T tokens, each token vector once for its R rows.
 // R and T change nothing but speed, so each ISA picks them from measurements:
-//   * the GEMM's tile wants few loads per FMA: with C = 1 an AVX2 tile of 4 rows x 3
-//     tokens needs 7 loads for 12 FMAs (the former 1 row x 3 tokens x 4 chains needed
-//     16, and the loads, not the FMAs, set its pace); 12 accumulators + 3 token vectors
-//     + 1 weight vector fill the 16 ymm registers. AVX-512: 4 rows x 6 tokens in 31 of
-//     the 32 zmm.
+//   * the GEMM's tile wants few loads per FMA. AVX2 (C = 4, 16 ymm): 1 row x 3 tokens,
+//     12 accumulators; tiles of more rows with fewer chains measured slower on Zen 3.
+//     AVX-512 (C = 1, 32 zmm): 4 rows x 6 tokens, 24 accumulators + 6 token vectors
+//     + 1 weight vector, 10 loads per 24 FMAs; with four chains it had been 1 x 6 x 4,
+//     28 loads per 24 FMAs, at 30-45% of the FMA peak against 75-90% now.
 //   * decode streams every weight byte once per token (a memory-bandwidth problem): the
-//     matvec walks kMatvecRows rows side by side, enough independent FMA chains to hide
-//     the FMA latency at the bus rate, few enough streams for the prefetchers (four
-//     interleaved row streams were measured 1.4x slower on small models than one).
+//     matvec needs enough independent FMA chains to hide the FMA latency at the bus
+//     rate, in as few streams as the prefetchers follow. AVX2: one row, its four chains.
+//     AVX-512: four rows, one from each quarter of the thread's rows (distant streams;
+//     adjacent rows side by side ran at half the rate, see matvec() in the .inl).
 //
-// The GEMM walks rows in blocks of about kBlockBytes of weights (kept in L2 while every
-// token tile passes over them) and, for long rows, columns in blocks whose token rows
-// fit in L1 (see rows() in the .inl).
+// The GEMM walks rows in blocks of about Isa::kBlockBytes of weights (kept in L2 while
+// every token tile passes over them) and, for long rows, columns in blocks whose token
+// rows fit in L1 (Isa::kL1Bytes; see rows() in the .inl).
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -42,10 +47,11 @@ namespace loom::kernels {
 
 namespace {
 
-constexpr int64_t kBlockBytes = 128 * 1024;
-
-int64_t block_rows(int64_t cols, int64_t elem_bytes) {
-  return std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, cols * elem_bytes));
+// Rows of a block: about block_bytes of weights, a whole number of `tile_rows` (a
+// block's leftover rows run one at a time, at a fraction of the tile's rate).
+int64_t block_rows(int64_t block_bytes, int64_t cols, int64_t elem_bytes, int64_t tile_rows) {
+  const int64_t rows = block_bytes / std::max<int64_t>(1, cols * elem_bytes);
+  return std::max<int64_t>(tile_rows, rows / tile_rows * tile_rows);
 }
 
 // n < V elements copied into a zeroed V-lane buffer (zero bits are 0.0 in all three
@@ -120,7 +126,6 @@ struct Bf16x16 {
 };
 
 // ---- the vector operations and tile sizes of each ISA level ----
-constexpr int64_t kL1Bytes = 16 * 1024;
 
 struct Avx2Isa {
   using V = __m256;
@@ -129,6 +134,8 @@ struct Avx2Isa {
   static constexpr int kMatvecRows = 1;
   static constexpr int kGemmRows = 1;
   static constexpr int kGemmTokens = 3;
+  static constexpr int64_t kL1Bytes = 16 * 1024;     // token rows of a column block
+  static constexpr int64_t kBlockBytes = 128 * 1024;  // weights of a row block (L2)
   LOOM_TARGET_AVX2 static inline V zero() { return _mm256_setzero_ps(); }
   LOOM_TARGET_AVX2 static inline V load(const float* p) { return _mm256_loadu_ps(p); }
   LOOM_TARGET_AVX2 static inline V load_tail(const float* p, int64_t n) { return F32x8::load_tail(p, n); }
@@ -141,10 +148,12 @@ struct Avx2Isa {
 struct Avx512Isa {
   using V = __m512;
   static constexpr int64_t kLanes = 16;
-  static constexpr int kChains = 4;
-  static constexpr int kMatvecRows = 1;
-  static constexpr int kGemmRows = 1;
+  static constexpr int kChains = 1;
+  static constexpr int kMatvecRows = 4;
+  static constexpr int kGemmRows = 4;
   static constexpr int kGemmTokens = 6;
+  static constexpr int64_t kL1Bytes = 32 * 1024;
+  static constexpr int64_t kBlockBytes = 256 * 1024;
   LOOM_TARGET_AVX512 static inline V zero() { return _mm512_setzero_ps(); }
   LOOM_TARGET_AVX512 static inline V load(const float* p) { return _mm512_loadu_ps(p); }
   LOOM_TARGET_AVX512 static inline V load_tail(const float* p, int64_t n) { return F32x16::load_tail(p, n); }

@@ -16,44 +16,62 @@ constexpr int kC = Isa::kChains;
 constexpr int64_t kStep = kC * kV;
 static_assert(kC == 1 || kC == 2 || kC == 4, "chains: 1, 2 or 4");
 
-// The accumulators of a tile: chain j of output (row r, token t).
-template <int R, int T>
-struct Acc {
-  Vec a[R][T][kC];
-};
-
-// Whole steps of kStep columns over [c0, c1): chunk j of each step goes into chain j.
-// The T token vectors of a chunk are loaded once for all R rows, each weight vector
-// once (and widened once) for all T tokens.
+// R rows (ws apart) against T tokens, columns [c0, c1) of the whole steps (chunk j of
+// each step of kStep columns goes into chain j); when c1 == full, also the columns
+// after the whole steps and the sums into y[t * ys + r * yr]. `state` (R x T x kC x kV
+// floats, null when the row is done in one go) keeps the accumulators between column
+// blocks, which changes no bit.
+//
+// One function body on purpose: with the accumulators passed by reference to helpers,
+// GCC 12 kept them in memory. The T token vectors of a chunk are loaded once for all R
+// rows, each weight vector once (and widened once) for all T tokens; with several rows
+// the token vectors are pinned in registers (an empty asm), because GCC otherwise folds
+// their loads into every row's FMA (R*T loads per chunk instead of R + T).
 template <typename L, int R, int T>
-LOOM_TILE_TARGET inline void steps(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
-                                   int64_t c0, int64_t c1, Acc<R, T>& acc) {
-  for (int64_t c = c0; c < c1; c += kStep) {
-    for (int j = 0; j < kC; ++j) {
-      Vec xv[T];
-      for (int t = 0; t < T; ++t) xv[t] = Isa::load(x + t * xs + c + j * kV);
-      for (int r = 0; r < R; ++r) {
-        const Vec wv = L::load(w + r * ws + c + j * kV);
-        for (int t = 0; t < T; ++t) acc.a[r][t][j] = Isa::fma(wv, xv[t], acc.a[r][t][j]);
+LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
+                                   float* y, int64_t ys, int64_t yr, int64_t cols, int64_t c0,
+                                   int64_t c1, int64_t full, float* state) {
+  Vec acc[R][T][kC];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      for (int j = 0; j < kC; ++j) {
+        acc[r][t][j] = state == nullptr || c0 == 0 ? Isa::zero() : Isa::load(state + ((r * T + t) * kC + j) * kV);
       }
     }
   }
-}
-
-// The columns after the whole steps: each remaining whole chunk into chain 0, then the
-// last cols % kV columns, zero-filled, into chain 1 (chain 0 when there is one); then
-// each output's chains are added pairwise in a fixed tree and summed across lanes into
-// y[t * ys + r]. (Fixed chain indices keep the accumulators in registers.)
-template <typename L, int R, int T>
-LOOM_TILE_TARGET inline void finish(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
-                                    int64_t c, int64_t cols, Acc<R, T>& acc, float* y, int64_t ys) {
+  for (int64_t c = c0; c < c1; c += kStep) {
+    for (int j = 0; j < kC; ++j) {
+      Vec xv[T];
+      for (int t = 0; t < T; ++t) {
+        xv[t] = Isa::load(x + t * xs + c + j * kV);
+        if constexpr (R > 1) asm("" : "+v"(xv[t]));
+      }
+      for (int r = 0; r < R; ++r) {
+        const Vec wv = L::load(w + r * ws + c + j * kV);
+        for (int t = 0; t < T; ++t) acc[r][t][j] = Isa::fma(wv, xv[t], acc[r][t][j]);
+      }
+    }
+  }
+  if (state != nullptr && c1 != full) {
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        for (int j = 0; j < kC; ++j) Isa::store(state + ((r * T + t) * kC + j) * kV, acc[r][t][j]);
+      }
+    }
+    return;
+  }
+  // The columns after the whole steps: each remaining whole chunk into chain 0, then the
+  // last cols % kV columns, zero-filled, into chain 1 (chain 0 when there is one); then
+  // each output's chains are added pairwise in a fixed tree and summed across lanes.
+  // (Fixed chain indices keep the accumulators in registers.)
   constexpr int kTailChain = kC > 1 ? 1 : 0;
+  int64_t c = full;
   for (; c + kV <= cols; c += kV) {
     Vec xv[T];
     for (int t = 0; t < T; ++t) xv[t] = Isa::load(x + t * xs + c);
     for (int r = 0; r < R; ++r) {
       const Vec wv = L::load(w + r * ws + c);
-      for (int t = 0; t < T; ++t) acc.a[r][t][0] = Isa::fma(wv, xv[t], acc.a[r][t][0]);
+      for (int t = 0; t < T; ++t) acc[r][t][0] = Isa::fma(wv, xv[t], acc[r][t][0]);
     }
   }
   if (c < cols) {
@@ -63,13 +81,13 @@ LOOM_TILE_TARGET inline void finish(const typename L::T* w, int64_t ws, const fl
     for (int r = 0; r < R; ++r) {
       const Vec wv = L::load_tail(w + r * ws + c, n);
       for (int t = 0; t < T; ++t) {
-        acc.a[r][t][kTailChain] = Isa::fma(wv, xv[t], acc.a[r][t][kTailChain]);
+        acc[r][t][kTailChain] = Isa::fma(wv, xv[t], acc[r][t][kTailChain]);
       }
     }
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
-      const Vec* a = acc.a[r][t];
+      const Vec* a = acc[r][t];
       Vec s;
       if constexpr (kC == 1) {
         s = a[0];
@@ -78,34 +96,7 @@ LOOM_TILE_TARGET inline void finish(const typename L::T* w, int64_t ws, const fl
       } else {
         s = Isa::add(Isa::add(a[0], a[1]), Isa::add(a[2], a[3]));
       }
-      y[t * ys + r] = Isa::hsum(s);
-    }
-  }
-}
-
-// R rows (ws apart) against T tokens, columns [c0, c1) of the whole steps; `state` (R x
-// T x kC x kV floats, null when the row is done in one go) keeps the accumulators
-// between column blocks, which changes no bit.
-template <typename L, int R, int T>
-LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
-                                   float* y, int64_t ys, int64_t cols, int64_t c0, int64_t c1,
-                                   int64_t full, float* state) {
-  Acc<R, T> acc;
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      for (int j = 0; j < kC; ++j) {
-        acc.a[r][t][j] = c0 == 0 ? Isa::zero() : Isa::load(state + ((r * T + t) * kC + j) * kV);
-      }
-    }
-  }
-  steps<L, R, T>(w, ws, x, xs, c0, c1, acc);
-  if (c1 == full) {
-    finish<L, R, T>(w, ws, x, xs, full, cols, acc, y, ys);
-    return;
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      for (int j = 0; j < kC; ++j) Isa::store(state + ((r * T + t) * kC + j) * kV, acc.a[r][t][j]);
+      y[t * ys + r * yr] = Isa::hsum(s);
     }
   }
 }
@@ -119,14 +110,14 @@ struct Prefetch {
 
 // Rows [0, n_rows) against tokens [0, T): y[t * ys + r]. Rows go R at a time (the last
 // n_rows % R one at a time). A row's whole steps run in one go when the T token rows of
-// a column block fit in L1 (kL1Bytes), else in column blocks of that size, every row
+// a column block fit in L1 (Isa::kL1Bytes), else in column blocks of that size, every row
 // visiting a column block before the next one so the token rows stay in L1; `state`
 // (n_rows x T x kC x kV floats) holds the accumulators in between.
 template <typename L, int R, int T>
 LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y,
                            int64_t ys, int64_t n_rows, int64_t cols, float* state,
                            Prefetch prefetch = {}) {
-  constexpr int64_t kBlock = std::max<int64_t>(kStep, kL1Bytes / (T * 4) / kStep * kStep);
+  constexpr int64_t kBlock = std::max<int64_t>(kStep, Isa::kL1Bytes / (T * 4) / kStep * kStep);
   constexpr int64_t kPerRow = T * kC * kV;
   constexpr int64_t kLine = 64;
   const int64_t full = cols / kStep * kStep;
@@ -145,23 +136,36 @@ LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, i
     int64_t r = 0;
     for (; r + R <= n_rows; r += R) {
       pull();
-      group<L, R, T>(w + r * ws, ws, x, xs, y + r, ys, cols, c0, c1, full,
+      group<L, R, T>(w + r * ws, ws, x, xs, y + r, ys, 1, cols, c0, c1, full,
                      blocked ? state + r * kPerRow : nullptr);
     }
     for (; r < n_rows; ++r) {
       pull();
-      group<L, 1, T>(w + r * ws, ws, x, xs, y + r, ys, cols, c0, c1, full,
+      group<L, 1, T>(w + r * ws, ws, x, xs, y + r, ys, 1, cols, c0, c1, full,
                      blocked ? state + r * kPerRow : nullptr);
     }
     if (c1 == full) break;
   }
 }
 
-// Decode: every row against one token, Isa::kMatvecRows rows at a time, each row whole.
+// Decode: every row against one token, each row whole. With one chain per output
+// (kC == 1) a row alone is one dependent FMA chain, so kMatvecRows rows run side by
+// side, taken from as many equal parts of the range (row i of each part): streams far
+// apart. Adjacent rows side by side ran at half the rate of either (measured on AMD
+// Zen 5, owned and mapped memory: the prefetchers lose track of interleaved
+// neighbouring rows), while distant ones beat one row with four chains.
 template <typename L>
 void matvec(const typename L::T* w, int64_t ws, const float* x, float* y, int64_t n_rows,
             int64_t cols) {
-  rows<L, Isa::kMatvecRows, 1>(w, ws, x, 0, y, 0, n_rows, cols, nullptr, {});
+  constexpr int R = Isa::kMatvecRows;
+  const int64_t full = cols / kStep * kStep;
+  const int64_t part = n_rows / R;
+  for (int64_t i = 0; i < part; ++i) {
+    group<L, R, 1>(w + i * ws, part * ws, x, 0, y + i, 0, part, cols, 0, full, full, nullptr);
+  }
+  for (int64_t r = part * R; r < n_rows; ++r) {
+    group<L, 1, 1>(w + r * ws, ws, x, 0, y + r, 0, 1, cols, 0, full, full, nullptr);
+  }
 }
 
 // The remaining 1..kGemmTokens-1 tokens, through a table (T must be a compile-time
@@ -176,7 +180,7 @@ void rows_rest(int rest, const typename L::T* w, int64_t ws, const float* x, int
   kFns[rest - 1](w, ws, x, xs, y, ys, n_rows, cols, state, prefetch);
 }
 
-// Many tokens: blocks of about kBlockBytes of weight rows, kept in L2 while every token
+// Many tokens: blocks of about Isa::kBlockBytes of weight rows, kept in L2 while every token
 // tile passes over them; tokens in tiles of kGemmTokens, then the rest. While the tiles
 // of one block run, the next block is prefetched into L2, a share per tile: without it
 // the first tile of each block waited on memory (it needs the weights faster than one
@@ -188,7 +192,7 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
           float* y, int64_t ys, int64_t n_rows, int64_t cols) {
   constexpr int kT = Isa::kGemmTokens;
   using E = typename L::T;
-  const int64_t block = block_rows(cols, static_cast<int64_t>(sizeof(E)));
+  const int64_t block = block_rows(Isa::kBlockBytes, cols, static_cast<int64_t>(sizeof(E)), Isa::kGemmRows);
   const int64_t tiles = (n_tokens + kT - 1) / kT;
   thread_local std::vector<float> state;
   state.resize(static_cast<size_t>(std::min(block, n_rows) * kT * kC * kV));
