@@ -136,6 +136,7 @@ struct Avx2Isa {
   static constexpr int kGemmTokens = 3;
   static constexpr int64_t kL1Bytes = 16 * 1024;     // token rows of a column block
   static constexpr int64_t kBlockBytes = 128 * 1024;  // weights of a row block (L2)
+  static constexpr bool kPrefetchNextBlock = true;
   LOOM_TARGET_AVX2 static inline V zero() { return _mm256_setzero_ps(); }
   LOOM_TARGET_AVX2 static inline V load(const float* p) { return _mm256_loadu_ps(p); }
   LOOM_TARGET_AVX2 static inline V load_tail(const float* p, int64_t n) { return F32x8::load_tail(p, n); }
@@ -154,6 +155,7 @@ struct Avx512Isa {
   static constexpr int kGemmTokens = 6;
   static constexpr int64_t kL1Bytes = 32 * 1024;
   static constexpr int64_t kBlockBytes = 256 * 1024;
+  static constexpr bool kPrefetchNextBlock = false;  // measured no gain (Zen 5), it stalled on full fill buffers
   LOOM_TARGET_AVX512 static inline V zero() { return _mm512_setzero_ps(); }
   LOOM_TARGET_AVX512 static inline V load(const float* p) { return _mm512_loadu_ps(p); }
   LOOM_TARGET_AVX512 static inline V load_tail(const float* p, int64_t n) { return F32x16::load_tail(p, n); }

@@ -133,13 +133,15 @@ LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, i
   };
   for (int64_t c0 = 0;; c0 += kBlock) {
     const int64_t c1 = blocked ? std::min(full, c0 + kBlock) : full;
-    int64_t r = 0;
-    for (; r + R <= n_rows; r += R) {
+    // Group i takes row i of each of R equal parts of the rows: R distant streams (see
+    // matvec() below for why not R adjacent rows).
+    const int64_t part = n_rows / R;
+    for (int64_t i = 0; i < part; ++i) {
       pull();
-      group<L, R, T>(w + r * ws, ws, x, xs, y + r, ys, 1, cols, c0, c1, full,
-                     blocked ? state + r * kPerRow : nullptr);
+      group<L, R, T>(w + i * ws, part * ws, x, xs, y + i, ys, part, cols, c0, c1, full,
+                     blocked ? state + i * R * kPerRow : nullptr);
     }
-    for (; r < n_rows; ++r) {
+    for (int64_t r = part * R; r < n_rows; ++r) {
       pull();
       group<L, 1, T>(w + r * ws, ws, x, xs, y + r, ys, 1, cols, c0, c1, full,
                      blocked ? state + r * kPerRow : nullptr);
@@ -168,25 +170,28 @@ void matvec(const typename L::T* w, int64_t ws, const float* x, float* y, int64_
   }
 }
 
-// The remaining 1..kGemmTokens-1 tokens, through a table (T must be a compile-time
-// constant).
+// Rows against a tile of 1..kGemmTokens tokens, through a table (T must be a
+// compile-time constant).
 template <typename L, int... I>
-void rows_rest(int rest, const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y,
-               int64_t ys, int64_t n_rows, int64_t cols, float* state, Prefetch prefetch,
-               std::integer_sequence<int, I...>) {
+void rows_any(int width, const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y,
+              int64_t ys, int64_t n_rows, int64_t cols, float* state, Prefetch prefetch,
+              std::integer_sequence<int, I...>) {
   using Fn = void (*)(const typename L::T*, int64_t, const float*, int64_t, float*, int64_t,
                       int64_t, int64_t, float*, Prefetch);
   static constexpr Fn kFns[] = {&rows<L, Isa::kGemmRows, I + 1>...};
-  kFns[rest - 1](w, ws, x, xs, y, ys, n_rows, cols, state, prefetch);
+  kFns[width - 1](w, ws, x, xs, y, ys, n_rows, cols, state, prefetch);
 }
 
-// Many tokens: blocks of about Isa::kBlockBytes of weight rows, kept in L2 while every token
-// tile passes over them; tokens in tiles of kGemmTokens, then the rest. While the tiles
-// of one block run, the next block is prefetched into L2, a share per tile: without it
-// the first tile of each block waited on memory (it needs the weights faster than one
-// core's share of the bus gives them, and for column-blocked long rows it read them in
-// short strided runs the hardware prefetchers do not follow), and a batch of 8 tokens
-// ran at half its in-cache rate.
+// Many tokens: blocks of about Isa::kBlockBytes of weight rows, kept in L2 while every
+// token tile passes over them. The tokens go in ceil(n / kGemmTokens) tiles of balanced
+// widths (8 tokens on AVX-512: 4 + 4, not 6 + 2, whose narrow tile ran at a third of the
+// wide one's rate). With Isa::kPrefetchNextBlock, while the tiles of one block run, the
+// next block is prefetched into L2, a share per tile: on Zen 3 (AVX2) the first tile of
+// each block otherwise waited on memory (it needs the weights faster than one core's
+// share of the bus gives them, and for column-blocked long rows it read them in short
+// strided runs the hardware prefetchers do not follow), and a batch of 8 tokens ran at
+// half its in-cache rate. On Zen 5 (AVX-512) it gained nothing and its prefetch
+// instructions stalled on full fill buffers.
 template <typename L>
 void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_t n_tokens,
           float* y, int64_t ys, int64_t n_rows, int64_t cols) {
@@ -194,6 +199,8 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
   using E = typename L::T;
   const int64_t block = block_rows(Isa::kBlockBytes, cols, static_cast<int64_t>(sizeof(E)), Isa::kGemmRows);
   const int64_t tiles = (n_tokens + kT - 1) / kT;
+  const int64_t narrow = n_tokens / tiles;    // every tile is `narrow` or narrow + 1 wide,
+  const int64_t wide = n_tokens % tiles;      // the first `wide` ones narrow + 1
   thread_local std::vector<float> state;
   state.resize(static_cast<size_t>(std::min(block, n_rows) * kT * kC * kV));
   for (int64_t r0 = 0; r0 < n_rows; r0 += block) {
@@ -204,18 +211,16 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
     const auto* next_end = reinterpret_cast<const char*>(w + std::min(n_rows, r0 + nr + block) * ws);
     const int64_t share = (next_end - next_begin + tiles - 1) / tiles;
     auto share_of = [&](int64_t tile) {
+      if constexpr (!Isa::kPrefetchNextBlock) return Prefetch{};
       const char* b = next_begin + std::min<int64_t>(next_end - next_begin, tile * share);
       return Prefetch{b, std::min(next_end, b + share)};
     };
     int64_t t0 = 0;
-    for (; t0 + kT <= n_tokens; t0 += kT) {
-      rows<L, Isa::kGemmRows, kT>(wb, ws, x + t0 * xs, xs, y + t0 * ys + r0, ys, nr, cols,
-                                  state.data(), share_of(t0 / kT));
-    }
-    if (t0 < n_tokens) {
-      rows_rest<L>(static_cast<int>(n_tokens - t0), wb, ws, x + t0 * xs, xs, y + t0 * ys + r0, ys,
-                   nr, cols, state.data(), share_of(t0 / kT),
-                   std::make_integer_sequence<int, kT - 1>{});
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t width = narrow + (tile < wide ? 1 : 0);
+      rows_any<L>(static_cast<int>(width), wb, ws, x + t0 * xs, xs, y + t0 * ys + r0, ys, nr, cols,
+                  state.data(), share_of(tile), std::make_integer_sequence<int, kT>{});
+      t0 += width;
     }
   }
 }
