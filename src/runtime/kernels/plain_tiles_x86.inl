@@ -30,7 +30,7 @@ static_assert(kC == 1 || kC == 2 || kC == 4, "chains: 1, 2 or 4");
 template <typename L, int R, int T>
 LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
                                    float* y, int64_t ys, int64_t yr, int64_t cols, int64_t c0,
-                                   int64_t c1, int64_t full, float* state) {
+                                   int64_t c1, int64_t full, float* state, int64_t ahead = 0) {
   Vec acc[R][T][kC];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
@@ -40,6 +40,9 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
     }
   }
   for (int64_t c = c0; c < c1; c += kStep) {
+    if (ahead != 0) {
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ws + c + ahead), _MM_HINT_T0);
+    }
     for (int j = 0; j < kC; ++j) {
       Vec xv[T];
       for (int t = 0; t < T; ++t) {
@@ -106,6 +109,7 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
 struct Prefetch {
   const char* begin = nullptr;
   const char* end = nullptr;
+  int64_t ahead = 0;  // elements ahead in each weight row stream to prefetch (0: none)
 };
 
 // Rows [0, n_rows) against tokens [0, T): y[t * ys + r]. Rows go R at a time (the last
@@ -139,7 +143,7 @@ LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, i
     for (int64_t i = 0; i < part; ++i) {
       pull();
       group<L, R, T>(w + i * ws, part * ws, x, xs, y + i, ys, part, cols, c0, c1, full,
-                     blocked ? state + i * R * kPerRow : nullptr);
+                     blocked ? state + i * R * kPerRow : nullptr, prefetch.ahead);
     }
     for (int64_t r = part * R; r < n_rows; ++r) {
       pull();
@@ -163,7 +167,8 @@ void matvec(const typename L::T* w, int64_t ws, const float* x, float* y, int64_
   const int64_t full = cols / kStep * kStep;
   const int64_t part = n_rows / R;
   for (int64_t i = 0; i < part; ++i) {
-    group<L, R, 1>(w + i * ws, part * ws, x, 0, y + i, 0, part, cols, 0, full, full, nullptr);
+    group<L, R, 1>(w + i * ws, part * ws, x, 0, y + i, 0, part, cols, 0, full, full, nullptr,
+                   Isa::kMatvecAheadBytes / static_cast<int64_t>(sizeof(typename L::T)));
   }
   for (int64_t r = part * R; r < n_rows; ++r) {
     group<L, 1, 1>(w + r * ws, ws, x, 0, y + r, 0, 1, cols, 0, full, full, nullptr);
@@ -197,6 +202,7 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
           float* y, int64_t ys, int64_t n_rows, int64_t cols) {
   constexpr int kT = Isa::kGemmTokens;
   using E = typename L::T;
+  constexpr int64_t kAhead = Isa::kGemmAheadBytes / static_cast<int64_t>(sizeof(E));
   const int64_t block = block_rows(Isa::kBlockBytes, cols, static_cast<int64_t>(sizeof(E)), Isa::kGemmRows);
   const int64_t tiles = (n_tokens + kT - 1) / kT;
   const int64_t narrow = n_tokens / tiles;    // every tile is `narrow` or narrow + 1 wide,
@@ -211,7 +217,7 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
     const auto* next_end = reinterpret_cast<const char*>(w + std::min(n_rows, r0 + nr + block) * ws);
     const int64_t share = (next_end - next_begin + tiles - 1) / tiles;
     auto share_of = [&](int64_t tile) {
-      if constexpr (!Isa::kPrefetchNextBlock) return Prefetch{};
+      if constexpr (!Isa::kPrefetchNextBlock) return Prefetch{nullptr, nullptr, tile == 0 ? kAhead : 0};
       const char* b = next_begin + std::min<int64_t>(next_end - next_begin, tile * share);
       return Prefetch{b, std::min(next_end, b + share)};
     };
