@@ -368,3 +368,29 @@ TEST_CASE("embedding lookup dequantizes only the requested rows, exactly") {
                     loom::Error);
   }
 }
+
+TEST_CASE("quantized dot: rows run in groups give each row's own bits") {
+  // A family may run several distant rows at once (KernelSet::dot_group, AVX-512 q8_0):
+  // every row's outputs must equal that row multiplied alone, for every tile width and
+  // both an even and an odd block count (q8_0's two-block vectors), with -128 weights.
+  for (DType type : kWeightTypes) {
+    for (int64_t cols : {int64_t{256}, int64_t{800}, int64_t{1280}}) {
+      if (cols % loom::dtype_traits(type).block_elems != 0) continue;
+      for (int64_t n_act : {1, 2, 3, 4, 5}) {
+        const Problem p(type, 11, cols, n_act, /*random_bits=*/true, 71);
+        for (auto family : loom::quant::supported_dot_families()) {
+          INFO(loom::dtype_name(type) << " cols " << cols << " n_act " << n_act << " on "
+                                      << loom::quant::dot_family_name(family));
+          const auto all = p.run(family);
+          for (int64_t r = 0; r < p.rows; ++r) {
+            std::vector<float> alone(static_cast<size_t>(p.n_act));
+            loom::quant::dot_rows_on(family, p.weight, p.w.data() + static_cast<size_t>(r) * p.row_bytes,
+                                     p.row_bytes, 1, p.cols, p.a.data(), p.act_row_bytes, p.n_act,
+                                     alone.data(), p.n_act);
+            REQUIRE(std::memcmp(alone.data(), all.data() + r * p.n_act, alone.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}

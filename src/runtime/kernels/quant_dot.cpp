@@ -169,6 +169,7 @@ void dot_rows_strided(DotFamily family, DType weight, const void* w, size_t row_
   }
   const auto& set = kernel_set(family);
   const auto& tiles = set.dot[static_cast<size_t>(weight)];
+  const auto& groups = set.dot_group[static_cast<size_t>(weight)];
   const auto& preparation = set.prepare[static_cast<size_t>(weight)];
   const int64_t blocks = cols / dtype_traits(weight).block_elems;
   const auto* wbytes = static_cast<const uint8_t*>(w);
@@ -220,7 +221,25 @@ void dot_rows_strided(DotFamily family, DType weight, const void* w, size_t row_
                                : nullptr;
       }
       const kernels::RowDotFn fn = tiles[static_cast<size_t>(nt - 1)];
-      for (int64_t r = r0; r < r1; ++r) {
+      int64_t r = r0;
+      if (const kernels::RowGroupDotFn group = groups[static_cast<size_t>(nt - 1)]) {
+        // Group i: row i of each of kRowGroup equal parts of the chunk.
+        constexpr int64_t kG = kernels::kRowGroup;
+        const int64_t part = (r1 - r0) / kG;
+        std::array<float, kG * kernels::kMaxTile> group_results{};
+        for (int64_t i = 0; i < part; ++i) {
+          group(wbytes + static_cast<size_t>(r0 + i) * row_bytes, static_cast<size_t>(part) * row_bytes, tile,
+                blocks, group_results.data());
+          for (int64_t g = 0; g < kG; ++g) {
+            float* dst = out + (r0 + i + g * part) * row_stride + t0 * token_stride;
+            for (int t = 0; t < nt; ++t) {
+              dst[t * token_stride] = group_results[static_cast<size_t>(g * kernels::kMaxTile + t)];
+            }
+          }
+        }
+        r = r0 + part * kG;
+      }
+      for (; r < r1; ++r) {
         fn(wbytes + static_cast<size_t>(r) * row_bytes, tile, blocks, results.data());
         float* dst = out + r * row_stride + t0 * token_stride;
         for (int t = 0; t < nt; ++t) dst[t * token_stride] = results[static_cast<size_t>(t)];

@@ -36,6 +36,13 @@ struct Preparation {
 // super-blocks for the k-quants; for the group types, G/32 q8_0 blocks per weight block,
 // and the tile's scales are indexed by activation block). One function per tile width nt = 1..kMaxTile.
 using RowDotFn = void (*)(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out);
+// The same for kRowGroup weight rows at once, row i at w + i * row_stride (the caller
+// passes rows far apart: the prefetchers follow distant streams better than adjacent
+// ones): out[i * kMaxTile + t]. A family registers one only where it gives every output
+// the same bits as its RowDotFn (the choice between them is speed, never results).
+inline constexpr int kRowGroup = 4;
+using RowGroupDotFn = void (*)(const uint8_t* w, size_t row_stride, const ActTile& acts,
+                               int64_t blocks, float* out);
 // Quantizes n (a whole number of blocks) f32 values into activation blocks.
 using QuantizeActFn = void (*)(const float* x, uint8_t* dst, int64_t n);
 
@@ -44,6 +51,8 @@ inline constexpr size_t kDTypeCount = static_cast<size_t>(DType::gq4_128) + 1;
 struct KernelSet {
   // Indexed by weight DType; a null row has no kernel in this family.
   std::array<std::array<RowDotFn, kMaxTile>, kDTypeCount> dot{};
+  // Optional, per weight DType and tile width: kRowGroup rows at once (see RowGroupDotFn).
+  std::array<std::array<RowGroupDotFn, kMaxTile>, kDTypeCount> dot_group{};
   std::array<Preparation, kDTypeCount> prepare{};
   QuantizeActFn quantize_q8_0 = nullptr;
   QuantizeActFn quantize_q8_k = nullptr;
@@ -57,6 +66,16 @@ const KernelSet& avx512_vnni_kernels() noexcept;
 template <template <int> class Kernel>
 constexpr void register_tiles(KernelSet& set, DType dtype) {
   auto& row = set.dot[static_cast<size_t>(dtype)];
+  row[0] = &Kernel<1>::run;
+  row[1] = &Kernel<2>::run;
+  row[2] = &Kernel<3>::run;
+  row[3] = &Kernel<4>::run;
+}
+
+// Fills `set.dot_group[dtype]` with Kernel<Nt> for Nt = 1..kMaxTile.
+template <template <int> class Kernel>
+constexpr void register_group_tiles(KernelSet& set, DType dtype) {
+  auto& row = set.dot_group[static_cast<size_t>(dtype)];
   row[0] = &Kernel<1>::run;
   row[1] = &Kernel<2>::run;
   row[2] = &Kernel<3>::run;
