@@ -6,6 +6,7 @@
 // that exp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -27,7 +28,7 @@ struct IsaScope {
   ~IsaScope() { loom::set_isa_cap(loom::Isa::avx512); }
 };
 
-// Every level this CPU runs (AVX-512 runs the AVX2 attention kernels).
+// Every level this CPU runs.
 std::vector<loom::Isa> levels() { return loom::supported_isas(); }
 
 std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
@@ -146,6 +147,34 @@ TEST_CASE("attend: a head's output is the same bits alone, in a tile of 2..4, an
             std::vector<float> out(static_cast<size_t>(tile * hd));
             loom::kernels::attend(q.data(), tile, cut(cache, n, hd, f16, lengths), n, shape, scores.data(), out.data());
             CHECK(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attend: the AVX-512 kernels give the AVX2 kernels' bits") {
+  const auto isas = levels();
+  if (std::find(isas.begin(), isas.end(), loom::Isa::avx512) == isas.end()) {
+    WARN("skipped: this CPU has no AVX-512");
+    return;
+  }
+  for (const bool f16 : {false, true}) {
+    for (const int64_t hd : {1, 7, 8, 9, 16, 24, 64, 65, 80, 100, 128, 256}) {
+      for (const int64_t n : {1, 2, 3, 5, 6, 7, 13, 40, 131}) {
+        for (const int64_t nq : {1, 2, 3, 4}) {
+          for (const float cap : {0.0f, 5.0f}) {
+            INFO("f16 " << f16 << " head_dim " << hd << " keys " << n << " heads " << nq << " softcap " << cap);
+            const AttentionShape shape{.head_dim = hd, .scale = 0.3f, .softcap = cap, .f16 = f16};
+            const Cache cache(n, hd, f16, static_cast<uint32_t>(hd * 7 + n));
+            const auto q = gaussian(static_cast<size_t>(nq * hd), static_cast<uint32_t>(hd + 3 * n), 2.0f);
+            const auto segments = cut(cache, n, hd, f16, {16, 3, 1, 5});
+            std::vector<float> scores(static_cast<size_t>(nq * n));
+            std::vector<float> wide(static_cast<size_t>(nq * hd)), narrow(wide.size());
+            loom::kernels::attend_avx512(q.data(), nq, segments, n, shape, scores.data(), wide.data());
+            loom::kernels::attend_avx2(q.data(), nq, segments, n, shape, scores.data(), narrow.data());
+            REQUIRE(std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float)) == 0);
           }
         }
       }

@@ -51,6 +51,7 @@ void attend(const float* q, int64_t n_queries, std::span<const KvSegment> segmen
                                          std::to_string(shape.head_dim));
   }
   if (active_isa() == Isa::scalar) return attend_scalar(q, n_queries, segments, n_keys, shape, scores, out);
+  if (active_isa() == Isa::avx512) return attend_avx512(q, n_queries, segments, n_keys, shape, scores, out);
   attend_avx2(q, n_queries, segments, n_keys, shape, scores, out);
 }
 

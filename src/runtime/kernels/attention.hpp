@@ -43,9 +43,13 @@ struct AttentionShape {
 void attend(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
             const AttentionShape& shape, float* scores, float* out);
 
-// The AVX2 family (attention_x86.cpp); attend() calls it on AVX2 and AVX-512 levels.
+// The AVX2 family (attention_x86.cpp); attend() calls it on the AVX2 level.
 void attend_avx2(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
                  const AttentionShape& shape, float* scores, float* out);
+// The AVX-512 family: bit for bit attend_avx2's outputs, with 512-bit scores (two keys
+// per vector) and weighted sums (16 lanes); attend() calls it on the AVX-512 level.
+void attend_avx512(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
+                   const AttentionShape& shape, float* scores, float* out);
 
 // exp(x) for n floats in place, as attend's AVX2 softmax computes it (for tests): within
 // 2 ulp of libm's expf for x >= -87, exactly 0 below -87.3 and for -inf.
