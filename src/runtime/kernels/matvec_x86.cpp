@@ -138,6 +138,7 @@ struct Avx2Isa {
   static constexpr int64_t kBlockBytes = 128 * 1024;  // weights of a row block (L2)
   static constexpr bool kPrefetchNextBlock = true;
   static constexpr int64_t kGemmAheadBytes = 0;    // see Avx512Isa
+  static constexpr bool kSmallBatchRowsOuter = false;
   static constexpr int64_t kMatvecAheadBytes = 0;
   LOOM_TARGET_AVX2 static inline V zero() { return _mm256_setzero_ps(); }
   LOOM_TARGET_AVX2 static inline V load(const float* p) { return _mm256_loadu_ps(p); }
@@ -164,6 +165,7 @@ struct Avx512Isa {
   // decode 494/592 -> 717/652 tokens/s (512 and 4096 bytes ahead: less), decode
   // 130-172 -> 153-189 with 1 KiB ahead.
   static constexpr int64_t kGemmAheadBytes = 2048;
+  static constexpr bool kSmallBatchRowsOuter = true;
   static constexpr int64_t kMatvecAheadBytes = 1024;
   LOOM_TARGET_AVX512 static inline V zero() { return _mm512_setzero_ps(); }
   LOOM_TARGET_AVX512 static inline V load(const float* p) { return _mm512_loadu_ps(p); }

@@ -187,6 +187,48 @@ void rows_any(int width, const typename L::T* w, int64_t ws, const float* x, int
   kFns[width - 1](w, ws, x, xs, y, ys, n_rows, cols, state, prefetch);
 }
 
+// A few tokens (at most kSmallTiles tiles: speculative verification, small batches):
+// each group of rows runs every token tile before the next group, so a weight row comes
+// from memory once, and the rows run as in decode (group i takes row i of each of R
+// equal parts of all the rows: four streams over the whole range instead of restarting
+// them every L2 block). No column blocks: the token rows are few enough for L2. With one
+// tile this is the block order below without its blocks; loom bench --batch 4 on the
+// small f32 GGUF (one tile of 4), alternating: 201-214 -> 202-227 tokens/s. With two
+// tiles (8 tokens) it measured slower than the tile-outer order (521-560 against
+// 573-581 for f16), so kSmallTiles is 1.
+constexpr int kSmallTiles = 1;
+
+template <typename L, int R, int... I>
+LOOM_TILE_TARGET void group_any(int width, const typename L::T* w, int64_t ws, const float* x, int64_t xs,
+                                float* y, int64_t ys, int64_t yr, int64_t cols, int64_t full, int64_t ahead,
+                                std::integer_sequence<int, I...>) {
+  using Fn = void (*)(const typename L::T*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
+                      int64_t, int64_t, int64_t, float*, int64_t);
+  static constexpr Fn kFns[] = {&group<L, R, I + 1>...};
+  kFns[width - 1](w, ws, x, xs, y, ys, yr, cols, 0, full, full, nullptr, ahead);
+}
+
+template <typename L>
+void gemm_small(const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y, int64_t ys,
+                int64_t n_rows, int64_t cols, const int64_t* widths, int64_t tiles) {
+  constexpr int R = Isa::kGemmRows;
+  constexpr int64_t kAhead = Isa::kGemmAheadBytes / static_cast<int64_t>(sizeof(typename L::T));
+  const int64_t full = cols / kStep * kStep;
+  const auto seq = std::make_integer_sequence<int, Isa::kGemmTokens>{};
+  auto all_tiles = [&](auto rows_in_group, const typename L::T* wr, int64_t row_step, float* yrow) {
+    constexpr int kR = decltype(rows_in_group)::value;
+    int64_t t0 = 0;
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      group_any<L, kR>(static_cast<int>(widths[tile]), wr, row_step, x + t0 * xs, xs, yrow + t0 * ys, ys,
+                       row_step / ws, cols, full, tile == 0 ? kAhead : 0, seq);
+      t0 += widths[tile];
+    }
+  };
+  const int64_t part = n_rows / R;
+  for (int64_t i = 0; i < part; ++i) all_tiles(std::integral_constant<int, R>{}, w + i * ws, part * ws, y + i);
+  for (int64_t r = part * R; r < n_rows; ++r) all_tiles(std::integral_constant<int, 1>{}, w + r * ws, ws, y + r);
+}
+
 // Many tokens: blocks of about Isa::kBlockBytes of weight rows, kept in L2 while every
 // token tile passes over them. The tokens go in ceil(n / kGemmTokens) tiles of balanced
 // widths (8 tokens on AVX-512: 4 + 4, not 6 + 2, whose narrow tile ran at a third of the
@@ -203,10 +245,16 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
   constexpr int kT = Isa::kGemmTokens;
   using E = typename L::T;
   constexpr int64_t kAhead = Isa::kGemmAheadBytes / static_cast<int64_t>(sizeof(E));
-  const int64_t block = block_rows(Isa::kBlockBytes, cols, static_cast<int64_t>(sizeof(E)), Isa::kGemmRows);
   const int64_t tiles = (n_tokens + kT - 1) / kT;
   const int64_t narrow = n_tokens / tiles;    // every tile is `narrow` or narrow + 1 wide,
   const int64_t wide = n_tokens % tiles;      // the first `wide` ones narrow + 1
+  if (Isa::kSmallBatchRowsOuter && tiles <= kSmallTiles) {
+    int64_t widths[kSmallTiles];
+    for (int64_t tile = 0; tile < tiles; ++tile) widths[tile] = narrow + (tile < wide ? 1 : 0);
+    gemm_small<L>(w, ws, x, xs, y, ys, n_rows, cols, widths, tiles);
+    return;
+  }
+  const int64_t block = block_rows(Isa::kBlockBytes, cols, static_cast<int64_t>(sizeof(E)), Isa::kGemmRows);
   thread_local std::vector<float> state;
   state.resize(static_cast<size_t>(std::min(block, n_rows) * kT * kC * kV));
   for (int64_t r0 = 0; r0 < n_rows; r0 += block) {
