@@ -130,8 +130,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(config.vocab_size));
     std::printf("greedy, %d-token prompt, %d tokens, k <= %d (%s), median of %d reps\n", prompt_len, gen,
                 params.max_draft, params.adaptive ? "adaptive" : "fixed", reps);
-    std::printf("%-12s %-7s %10s %10s %8s %11s %13s %13s\n", "row", "logits", "spec t/s", "plain t/s", "speedup",
-                "acceptance", "passes/token", "tokens/pass");
+    std::printf("%-12s %-7s %10s %10s %8s %11s %13s %13s %9s %9s %9s\n", "row", "logits", "spec t/s", "plain t/s",
+                "speedup", "acceptance", "passes/token", "tokens/pass", "draft ms", "verify ms", "step ms");
   }
   for (const auto& variant : split(args["--logits"])) {
     if (variant != "random" && variant != "peaked") {
@@ -188,12 +188,18 @@ int main(int argc, char** argv) {
             .field("drafted", last.stats.drafted)
             .field("target_passes_per_token", passes_per_token)
             .field("tokens_per_target_pass", last.tokens_per_target_pass())
+            .field("draft_seconds", last.stats.draft_seconds)
+            .field("verify_seconds", last.stats.verify_seconds)
             .end_object();
         std::printf("%s\n", w.str().c_str());
       } else {
-        std::printf("%-12s %-7s %10.2f %10.2f %7.2fx %10.1f%% %13.3f %13.2f\n", row.name.c_str(), variant.c_str(), tps,
-                    plain_tps, tps / plain_tps, 100.0 * last.stats.acceptance(), passes_per_token,
-                    last.tokens_per_target_pass());
+        // Per target pass: time in the drafter, time in the target's pass (and the
+        // acceptance check), and a plain decoding step for scale.
+        const double passes = static_cast<double>(std::max<int64_t>(1, last.stats.target_passes));
+        std::printf("%-12s %-7s %10.2f %10.2f %7.2fx %10.1f%% %13.3f %13.2f %9.2f %9.2f %9.2f\n", row.name.c_str(),
+                    variant.c_str(), tps, plain_tps, tps / plain_tps, 100.0 * last.stats.acceptance(),
+                    passes_per_token, last.tokens_per_target_pass(), 1e3 * last.stats.draft_seconds / passes,
+                    1e3 * last.stats.verify_seconds / passes, 1e3 / plain_tps);
       }
       std::fflush(stdout);
     }

@@ -124,8 +124,10 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2.0;
 }
 
 }  // namespace loom::bench

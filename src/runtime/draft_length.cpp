@@ -72,10 +72,12 @@ int32_t DraftLength::next() {
       const double v = verify_estimate(k + 1);
       if (v > 0.0) ceiling = std::max(ceiling, (k + 1) / (v + k * td) / kMargin);
     }
-    if (ceiling <= best) return 0;
     // A probe of one draft now and then; each one that does not turn the choice around
     // doubles the wait (up to 16 x probe_interval): a draft that does not pay costs
-    // less and less.
+    // less and less. Where even perfect drafts would not pay on the current estimates,
+    // the probes still come (at the longest wait): one slow measurement of the draft
+    // (a page fault, a descheduled thread) must not end drafting for good.
+    if (ceiling <= best) interval_ = params_.probe_interval * 16;
     if (++plain_rounds_ >= interval_) {
       plain_rounds_ = 0;
       if (probing_) interval_ = std::min(interval_ * 2, params_.probe_interval * 16);
@@ -107,7 +109,10 @@ void DraftLength::observe(int32_t asked, int32_t drafted, int32_t accepted, doub
     update(verify_[n], verify_seconds);
   }
   if (drafted == 0) return;
-  update(draft_per_token_, draft_seconds / drafted);
+  // The first drafting round runs the draft on cold caches (and its first pass over the
+  // weights): its time is not typical, and next() measures again while it is unknown.
+  if (draft_warm_) update(draft_per_token_, draft_seconds / drafted);
+  draft_warm_ = true;
   accepted_ = (1.0 - s) * accepted_ + accepted;
   rejected_ = (1.0 - s) * rejected_ + (accepted < drafted ? 1.0 : 0.0);
 }

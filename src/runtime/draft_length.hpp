@@ -7,7 +7,10 @@
 // verification pass of each size, and the draft's time per drafted token. k = 0 is a
 // plain decode step: when drafting does not pay the rounds fall back to plain decoding,
 // with a probe of one draft after probe_interval rounds so a change is noticed (the
-// wait doubling after each probe that changes nothing, up to 16 x probe_interval).
+// wait doubling after each probe that changes nothing, up to 16 x probe_interval; at
+// once where even perfect drafts would not pay, but the probes never stop: one slow
+// measurement must not end drafting for good). The first drafting round's time is not
+// counted (the draft runs on cold caches).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,7 @@ class DraftLength {
   bool probing_ = false;  // the last non-plain round was a probe
   int32_t drafting_rounds_ = 0;  // drafting rounds since the last plain one
   bool warm_ = false;            // the first plain pass was seen (and not counted)
+  bool draft_warm_ = false;      // the first drafting round was seen (its time not counted)
 };
 
 }  // namespace loom::runtime

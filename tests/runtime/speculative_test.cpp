@@ -664,3 +664,66 @@ TEST_CASE("speculative: a sampler stage that throws mid-verification leaves the 
   ref.step(all[static_cast<size_t>(pos)]);
   CHECK(same_bits(s.logits(), ref.logits()));
 }
+
+// The adaptive draft length (runtime/draft_length.hpp) from synthetic timings: the same
+// choices a generation would see, without the noise of real passes.
+#include "runtime/draft_length.hpp"
+
+TEST_CASE("speculative: the adaptive length drafts when drafting pays, backs off when it does not, and keeps probing") {
+  loom::SpeculativeParams params;  // max_draft 8, probe_interval 16
+  loom::runtime::DraftLength length(params);
+  const double step = 0.010;  // a plain pass: 10 ms
+  // Two plain passes measure a step (the first, on cold caches, is not counted).
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(length.next() == 0);
+    length.observe(0, 0, 0, 0.0, step);
+  }
+  // The measuring drafts: two tokens, the first round's time not counted. It was slow
+  // (a page fault: 1 s); the second says a draft token costs a tenth of a step.
+  REQUIRE(length.next() == 2);
+  length.observe(2, 2, 2, 1.0, 1.05 * step);
+  REQUIRE(length.next() == 2);
+  length.observe(2, 2, 2, 2 * 0.1 * step, 1.05 * step);
+  // Cheap drafts, all accepted, passes that cost little more per row: it drafts long.
+  int32_t k = 0;
+  for (int round = 0; round < 10; ++round) {
+    k = length.next();
+    if (k == 0) {
+      length.observe(0, 0, 0, 0.0, step);
+      continue;
+    }
+    length.observe(k, k, k, k * 0.1 * step, (1.0 + 0.05 * k) * step);
+  }
+  CHECK(k >= 4);
+
+  // Now the draft becomes as slow as the target and is always wrong: drafting stops...
+  for (int round = 0; round < 60; ++round) {
+    k = length.next();
+    if (k == 0) {
+      length.observe(0, 0, 0, 0.0, step);
+    } else {
+      length.observe(k, k, 0, k * 1.5 * step, (1.0 + 0.05 * k) * step);
+    }
+  }
+  int plain = 0;
+  for (int round = 0; round < 16; ++round) {
+    k = length.next();
+    plain += k == 0 ? 1 : 0;
+    length.observe(k, k, 0, k * 1.5 * step, (1.0 + 0.05 * k) * step);
+  }
+  CHECK(plain >= 15);
+  // ... but a probe of one draft still comes within 16 probe intervals: estimates that
+  // say even perfect drafts would not pay (here: a draft slower than a step) must not
+  // end drafting for good, or one slow measurement would.
+  int probes = 0;
+  for (int round = 0; round < 16 * params.probe_interval + 2; ++round) {
+    k = length.next();
+    if (k > 0) {
+      ++probes;
+      length.observe(k, k, 0, k * 1.5 * step, (1.0 + 0.05 * k) * step);
+    } else {
+      length.observe(0, 0, 0, 0.0, step);
+    }
+  }
+  CHECK(probes >= 1);
+}
