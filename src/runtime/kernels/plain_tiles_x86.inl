@@ -88,6 +88,22 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
       }
     }
   }
+  if constexpr (kC == 1 && Isa::kSums16 && R * T >= 8) {
+    // Many outputs: their horizontal sums sixteen at a time (Isa::sums16, the same adds
+    // in the same pairs as Isa::hsum, with a third of the shuffles).
+    constexpr int kN = R * T;
+    Vec v[16];
+    float sums[16];
+    for (int b = 0; b < kN; b += 16) {
+      for (int i = 0; i < 16; ++i) v[i] = b + i < kN ? acc[(b + i) / T][(b + i) % T][0] : Isa::zero();
+      Isa::sums16(v, sums);
+      for (int i = 0; i < 16 && b + i < kN; ++i) {
+        const int o = b + i;
+        y[(o % T) * ys + (o / T) * yr] = sums[i];
+      }
+    }
+    return;
+  }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
       const Vec* a = acc[r][t];
