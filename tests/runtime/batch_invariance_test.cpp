@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "loom/convert.hpp"
@@ -169,10 +170,14 @@ TEST_CASE("linear: each token of a batch gives the bits of that token alone") {
 }
 
 TEST_CASE("linear: long rows, summed in column blocks, keep the bits of single tokens") {
-  // 3003 columns: the GEMM splits a row's whole steps into column blocks (1344 columns
-  // for AVX2 tiles of 3 tokens, 640 for AVX-512 tiles of 6) while decode runs them whole.
-  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-    const int64_t cols = 3003, rows = 19;
+  // The GEMM splits a row's whole steps into column blocks of balanced lengths (at most
+  // 1344 columns for AVX2 tiles of 3 tokens: 3003 columns; at most 5456 for AVX-512 tiles
+  // of 6: 12003 columns, three blocks) while decode runs them whole. (Products of at most
+  // one tile, M <= 6 on AVX-512, do not block.)
+  for (const auto& [dtype, cols] : {std::pair{DType::f32, int64_t{3003}}, std::pair{DType::f16, int64_t{3003}},
+                                    std::pair{DType::bf16, int64_t{3003}}, std::pair{DType::f32, int64_t{12003}},
+                                    std::pair{DType::f16, int64_t{12003}}}) {
+    const int64_t rows = 19;
     const auto w = make_weight(dtype, rows, cols, 5);
     const auto x = tq::gaussian(static_cast<size_t>(13 * cols), 6);
     for (auto isa : loom::supported_isas()) {

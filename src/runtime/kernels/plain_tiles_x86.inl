@@ -137,12 +137,15 @@ template <typename L, int R, int T>
 LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y,
                            int64_t ys, int64_t n_rows, int64_t cols, float* state,
                            Prefetch prefetch = {}) {
-  constexpr int64_t kBlock = std::max<int64_t>(kStep, Isa::kL1Bytes / (T * 4) / kStep * kStep);
+  constexpr int64_t kMaxBlock = std::max<int64_t>(kStep, Isa::kL1Bytes / (T * 4) / kStep * kStep);
   constexpr int64_t kPerRow = T * kC * kV;
   constexpr int64_t kLine = 64;
   const int64_t full = cols / kStep * kStep;
-  const bool blocked = full > kBlock && state != nullptr;
-  const int64_t visits = (blocked ? (full + kBlock - 1) / kBlock : 1) * (n_rows / R + n_rows % R);
+  const bool blocked = full > kMaxBlock && state != nullptr;
+  // Column blocks of balanced lengths (whole steps), none longer than kMaxBlock.
+  const int64_t n_blocks = blocked ? (full + kMaxBlock - 1) / kMaxBlock : 1;
+  const int64_t kBlock = (full / kStep + n_blocks - 1) / n_blocks * kStep;
+  const int64_t visits = n_blocks * (n_rows / R + n_rows % R);
   const int64_t lines = (prefetch.end - prefetch.begin + kLine - 1) / kLine;
   const int64_t lines_per_visit = visits > 0 ? (lines + visits - 1) / visits : 0;
   const char* next = prefetch.begin;
