@@ -41,4 +41,39 @@ LOOM_TARGET_AVX512 inline float hsum512(__m512 v) {
   return hsum256(_mm512_castps512_ps256(folded));
 }
 
+// out[2u + h] = hsum256 of half h (lanes 8h .. 8h + 7) of v[u], for eight vectors: the
+// adds of hsum256 (128-bit halves, then lanes 2 apart, then neighbours) in the same
+// pairs and operand order, done for several vectors at once after shuffling their
+// partial sums side by side (21 instructions where sixteen hsum256 take about 100).
+LOOM_TARGET_AVX512 inline void hsum256_halves8(const __m512* v, float* out) {
+  __m512 b[4], c[2];
+  for (int i = 0; i < 4; ++i) {  // quarters 0 + 1 and 2 + 3: halves 4i .. 4i + 3, 4 lanes each
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xDD));
+  }
+  for (int i = 0; i < 2; ++i) {  // lanes 0 + 2, 1 + 3 of each quarter
+    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+  }
+  // lanes 0 + 1: lane 4m + k holds half 4k + m
+  const __m512 d = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, d);
+  for (int m = 0; m < 4; ++m) {
+    for (int k = 0; k < 4; ++k) out[4 * k + m] = lanes[4 * m + k];
+  }
+}
+
+// out[i] = hsum512(v[i]) for sixteen vectors, bit for bit: hsum512 first adds lane i to
+// lane i + 8, which here folds two vectors into the halves of one; the rest is hsum256
+// on each half (hsum256_halves8).
+LOOM_TARGET_AVX512 inline void hsum512_x16(const __m512* v, float* out) {
+  __m512 a[8];
+  for (int i = 0; i < 8; ++i) {  // [v(2i) lanes i + (i+8) | v(2i+1) ...], 8 lanes each
+    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  }
+  hsum256_halves8(a, out);
+}
+
 }  // namespace loom::simd

@@ -212,28 +212,6 @@ LOOM_TARGET_AVX512 inline void hsum_halves(__m512 v, float* lo, float* hi) {
   *hi = _mm512_cvtss_f32(_mm512_shuffle_f32x4(c, c, 0x02));
 }
 
-// The same sums for eight accumulators (sixteen keys) at once: each level adds the same
-// lane pairs as hsum_halves for several accumulators, shuffled side by side. out[2u + h]
-// is half h of v[u].
-LOOM_TARGET_AVX512 inline void hsum_halves8(const __m512* v, float* out) {
-  __m512 b[4], c[2];
-  for (int i = 0; i < 4; ++i) {  // quarters 0 + 1 and 2 + 3: keys 4i .. 4i + 3, 4 lanes each
-    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x88),
-                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xDD));
-  }
-  for (int i = 0; i < 2; ++i) {  // lanes 0 + 2, 1 + 3 of each quarter
-    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
-                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
-  }
-  // lanes 0 + 1: lane 4m + k holds key 4k + m
-  const __m512 d = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD));
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, d);
-  for (int m = 0; m < 4; ++m) {
-    for (int k = 0; k < 4; ++k) out[4 * k + m] = lanes[4 * m + k];
-  }
-}
-
 template <int NQ, int NP, typename E>
 LOOM_TARGET_AVX512 void scores_tile_512(const float* q2, int64_t q2stride, const E* k, int64_t hd, float scale,
                                         float* s, int64_t sstride) {
@@ -264,7 +242,7 @@ LOOM_TARGET_AVX512 void scores_tile_512(const float* q2, int64_t q2stride, const
     float sums[16];
     for (int b = 0; b < kN; b += 8) {
       for (int i = 0; i < 8; ++i) v[i] = b + i < kN ? acc[(b + i) / NP][(b + i) % NP] : _mm512_setzero_ps();
-      hsum_halves8(v, sums);
+      simd::hsum256_halves8(v, sums);  // each key's sum as hsum_halves gives it
       for (int i = 0; i < 8 && b + i < kN; ++i) {
         const int h = (b + i) / NP, j = (b + i) % NP;
         s[h * sstride + 2 * j] = sums[2 * i] * scale;
