@@ -25,16 +25,17 @@
 //     12 accumulators; tiles of more rows with fewer chains measured slower on Zen 3.
 //     AVX-512 (C = 1, 32 zmm): 4 rows x 6 tokens, 24 accumulators + 6 token vectors
 //     + 1 weight vector, 10 loads per 24 FMAs; with four chains it had been 1 x 6 x 4,
-//     28 loads per 24 FMAs, at 30-45% of the FMA peak against 75-90% now.
+//     28 loads per 24 FMAs, at 26-47% of the FMA peak on one thread against 49-79% now
+//     (loom_linear_bench BM_prefill, 128 tokens).
 //   * decode streams every weight byte once per token (a memory-bandwidth problem): the
 //     matvec needs enough independent FMA chains to hide the FMA latency at the bus
 //     rate, in as few streams as the prefetchers follow. AVX2: one row, its four chains.
 //     AVX-512: four rows, one from each quarter of the thread's rows (distant streams;
-//     adjacent rows side by side ran at half the rate, see matvec() in the .inl).
+//     adjacent rows side by side ran at half the rate, see rows() in the .inl).
 //
 // The GEMM walks rows in blocks of about Isa::kBlockBytes of weights (kept in L2 while
-// every token tile passes over them) and, for long rows, columns in blocks whose token
-// rows fit in L1 (Isa::kL1Bytes; see rows() in the .inl).
+// every token tile passes over them) and, for long rows, columns in blocks of balanced
+// lengths whose token rows fit in Isa::kColumnBlockBytes (see rows() in the .inl).
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -134,11 +135,11 @@ struct Avx2Isa {
   static constexpr int kMatvecRows = 1;
   static constexpr int kGemmRows = 1;
   static constexpr int kGemmTokens = 3;
-  static constexpr int64_t kL1Bytes = 16 * 1024;     // token rows of a column block
-  static constexpr int64_t kBlockBytes = 128 * 1024;  // weights of a row block (L2)
+  static constexpr int64_t kColumnBlockBytes = 16 * 1024;  // token rows of a column block (L1)
+  static constexpr int64_t kBlockBytes = 128 * 1024;        // weights of a row block (L2)
   static constexpr bool kPrefetchNextBlock = true;
-  static constexpr int64_t kGemmAheadBytes = 0;    // see Avx512Isa
-  static constexpr bool kSmallBatchRowsOuter = false;
+  static constexpr int64_t kGemmAheadBytes = 0;  // see Avx512Isa
+  static constexpr bool kOneTileWhole = false;
   static constexpr int64_t kMatvecAheadBytes = 0;
   LOOM_TARGET_AVX2 static inline V zero() { return _mm256_setzero_ps(); }
   LOOM_TARGET_AVX2 static inline V load(const float* p) { return _mm256_loadu_ps(p); }
@@ -147,8 +148,10 @@ struct Avx2Isa {
   LOOM_TARGET_AVX2 static inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   LOOM_TARGET_AVX2 static inline V add(V a, V b) { return _mm256_add_ps(a, b); }
   LOOM_TARGET_AVX2 static inline float hsum(V v) { return simd::hsum256(v); }
-  static constexpr bool kSums16 = false;
-  static void sums16(const V*, float*) {}
+  // Never reached with four chains (group() sums chains first); here for the template.
+  LOOM_TARGET_AVX2 static inline void sums16(const V* v, float* out) {
+    for (int i = 0; i < 16; ++i) out[i] = hsum(v[i]);
+  }
 };
 
 struct Avx512Isa {
@@ -161,7 +164,7 @@ struct Avx512Isa {
   // Token rows of a column block: more than L1 (48 KiB on Zen 5). Blocks of L1's size
   // cost more in accumulator round trips and short blocks than the L2 reads they saved:
   // 1B-shape f16 layer products (128 tokens, 2 threads) ran 8-10% faster at 128 KiB.
-  static constexpr int64_t kL1Bytes = 128 * 1024;
+  static constexpr int64_t kColumnBlockBytes = 128 * 1024;
   static constexpr int64_t kBlockBytes = 256 * 1024;
   static constexpr bool kPrefetchNextBlock = false;  // measured no gain (Zen 5), it stalled on full fill buffers
   // Instead each weight row stream prefetches this far ahead of its loads: in the GEMM's
@@ -170,7 +173,7 @@ struct Avx512Isa {
   // decode 494/592 -> 717/652 tokens/s (512 and 4096 bytes ahead: less), decode
   // 130-172 -> 153-189 with 1 KiB ahead.
   static constexpr int64_t kGemmAheadBytes = 2048;
-  static constexpr bool kSmallBatchRowsOuter = true;
+  static constexpr bool kOneTileWhole = true;  // a product of one token tile: see gemm()
   static constexpr int64_t kMatvecAheadBytes = 1024;
   LOOM_TARGET_AVX512 static inline V zero() { return _mm512_setzero_ps(); }
   LOOM_TARGET_AVX512 static inline V load(const float* p) { return _mm512_loadu_ps(p); }
@@ -180,7 +183,6 @@ struct Avx512Isa {
   LOOM_TARGET_AVX512 static inline V add(V a, V b) { return _mm512_add_ps(a, b); }
   LOOM_TARGET_AVX512 static inline float hsum(V v) { return simd::hsum512(v); }
   // out[i] = hsum(v[i]) for 16 vectors, the same bits with a third of the shuffles.
-  static constexpr bool kSums16 = true;
   LOOM_TARGET_AVX512 static inline void sums16(const V* v, float* out) { simd::hsum512_x16(v, out); }
 };
 

@@ -88,7 +88,7 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
       }
     }
   }
-  if constexpr (kC == 1 && Isa::kSums16 && R * T >= 8) {
+  if constexpr (kC == 1 && R * T >= 8) {
     // Many outputs: their horizontal sums sixteen at a time (Isa::sums16, the same adds
     // in the same pairs as Isa::hsum, with a third of the shuffles).
     constexpr int kN = R * T;
@@ -120,24 +120,32 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
   }
 }
 
-// Bytes to pull into L2 while a tile works (the GEMM's next block of weight rows),
-// spread over the tile's row groups so the reads overlap the FMAs.
+// Software prefetch of a call to rows(): [begin, end) are bytes to pull into L2 while
+// the tile works (the GEMM's next block of weight rows, Isa::kPrefetchNextBlock), spread
+// over its row groups so the reads overlap the FMAs; `ahead` is how far ahead of its
+// loads each weight row stream prefetches (Isa::kGemmAheadBytes, kMatvecAheadBytes).
 struct Prefetch {
   const char* begin = nullptr;
   const char* end = nullptr;
   int64_t ahead = 0;  // elements ahead in each weight row stream to prefetch (0: none)
 };
 
-// Rows [0, n_rows) against tokens [0, T): y[t * ys + r]. Rows go R at a time (the last
-// n_rows % R one at a time). A row's whole steps run in one go when the T token rows of
-// a column block fit in L1 (Isa::kL1Bytes), else in column blocks of that size, every row
-// visiting a column block before the next one so the token rows stay in L1; `state`
-// (n_rows x T x kC x kV floats) holds the accumulators in between.
+// Rows [0, n_rows) against tokens [0, T): y[t * ys + r]. Rows go R at a time, group i
+// taking row i of each of R equal parts of the rows (the last n_rows % R one at a time):
+// R streams far apart. With one chain per output (kC == 1) a row alone is one dependent
+// FMA chain, so decode too needs several rows side by side, and adjacent rows side by
+// side ran at half the rate of either (AMD Zen 5, owned and mapped memory: the
+// prefetchers lose track of interleaved neighbouring rows), while distant ones beat one
+// row with four chains. A row's whole steps run in one go when the T token rows of a
+// column block fit in Isa::kColumnBlockBytes (or `state` is null), else in column blocks
+// of balanced lengths, every row visiting a column block before the next one so the
+// token rows stay in cache; `state` (n_rows x T x kC x kV floats) holds the
+// accumulators in between.
 template <typename L, int R, int T>
 LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y,
                            int64_t ys, int64_t n_rows, int64_t cols, float* state,
                            Prefetch prefetch = {}) {
-  constexpr int64_t kMaxBlock = std::max<int64_t>(kStep, Isa::kL1Bytes / (T * 4) / kStep * kStep);
+  constexpr int64_t kMaxBlock = std::max<int64_t>(kStep, Isa::kColumnBlockBytes / (T * 4) / kStep * kStep);
   constexpr int64_t kPerRow = T * kC * kV;
   constexpr int64_t kLine = 64;
   const int64_t full = cols / kStep * kStep;
@@ -156,8 +164,6 @@ LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, i
   };
   for (int64_t c0 = 0;; c0 += kBlock) {
     const int64_t c1 = blocked ? std::min(full, c0 + kBlock) : full;
-    // Group i takes row i of each of R equal parts of the rows: R distant streams (see
-    // matvec() below for why not R adjacent rows).
     const int64_t part = n_rows / R;
     for (int64_t i = 0; i < part; ++i) {
       pull();
@@ -167,31 +173,19 @@ LOOM_TILE_TARGET void rows(const typename L::T* w, int64_t ws, const float* x, i
     for (int64_t r = part * R; r < n_rows; ++r) {
       pull();
       group<L, 1, T>(w + r * ws, ws, x, xs, y + r, ys, 1, cols, c0, c1, full,
-                     blocked ? state + r * kPerRow : nullptr);
+                     blocked ? state + r * kPerRow : nullptr, prefetch.ahead);
     }
     if (c1 == full) break;
   }
 }
 
-// Decode: every row against one token, each row whole. With one chain per output
-// (kC == 1) a row alone is one dependent FMA chain, so kMatvecRows rows run side by
-// side, taken from as many equal parts of the range (row i of each part): streams far
-// apart. Adjacent rows side by side ran at half the rate of either (measured on AMD
-// Zen 5, owned and mapped memory: the prefetchers lose track of interleaved
-// neighbouring rows), while distant ones beat one row with four chains.
+// Decode: every row against one token, each row whole, Isa::kMatvecRows rows side by
+// side (see rows()).
 template <typename L>
 void matvec(const typename L::T* w, int64_t ws, const float* x, float* y, int64_t n_rows,
             int64_t cols) {
-  constexpr int R = Isa::kMatvecRows;
-  const int64_t full = cols / kStep * kStep;
-  const int64_t part = n_rows / R;
-  for (int64_t i = 0; i < part; ++i) {
-    group<L, R, 1>(w + i * ws, part * ws, x, 0, y + i, 0, part, cols, 0, full, full, nullptr,
-                   Isa::kMatvecAheadBytes / static_cast<int64_t>(sizeof(typename L::T)));
-  }
-  for (int64_t r = part * R; r < n_rows; ++r) {
-    group<L, 1, 1>(w + r * ws, ws, x, 0, y + r, 0, 1, cols, 0, full, full, nullptr);
-  }
+  rows<L, Isa::kMatvecRows, 1>(w, ws, x, 0, y, 0, n_rows, cols, nullptr,
+                               {.ahead = Isa::kMatvecAheadBytes / static_cast<int64_t>(sizeof(typename L::T))});
 }
 
 // Rows against a tile of 1..kGemmTokens tokens, through a table (T must be a
@@ -204,48 +198,6 @@ void rows_any(int width, const typename L::T* w, int64_t ws, const float* x, int
                       int64_t, int64_t, float*, Prefetch);
   static constexpr Fn kFns[] = {&rows<L, Isa::kGemmRows, I + 1>...};
   kFns[width - 1](w, ws, x, xs, y, ys, n_rows, cols, state, prefetch);
-}
-
-// A few tokens (at most kSmallTiles tiles: speculative verification, small batches):
-// each group of rows runs every token tile before the next group, so a weight row comes
-// from memory once, and the rows run as in decode (group i takes row i of each of R
-// equal parts of all the rows: four streams over the whole range instead of restarting
-// them every L2 block). No column blocks: the token rows are few enough for L2. With one
-// tile this is the block order below without its blocks; loom bench --batch 4 on the
-// small f32 GGUF (one tile of 4), alternating: 201-214 -> 202-227 tokens/s. With two
-// tiles (8 tokens) it measured slower than the tile-outer order (521-560 against
-// 573-581 for f16), so kSmallTiles is 1.
-constexpr int kSmallTiles = 1;
-
-template <typename L, int R, int... I>
-LOOM_TILE_TARGET void group_any(int width, const typename L::T* w, int64_t ws, const float* x, int64_t xs,
-                                float* y, int64_t ys, int64_t yr, int64_t cols, int64_t full, int64_t ahead,
-                                std::integer_sequence<int, I...>) {
-  using Fn = void (*)(const typename L::T*, int64_t, const float*, int64_t, float*, int64_t, int64_t, int64_t,
-                      int64_t, int64_t, int64_t, float*, int64_t);
-  static constexpr Fn kFns[] = {&group<L, R, I + 1>...};
-  kFns[width - 1](w, ws, x, xs, y, ys, yr, cols, 0, full, full, nullptr, ahead);
-}
-
-template <typename L>
-void gemm_small(const typename L::T* w, int64_t ws, const float* x, int64_t xs, float* y, int64_t ys,
-                int64_t n_rows, int64_t cols, const int64_t* widths, int64_t tiles) {
-  constexpr int R = Isa::kGemmRows;
-  constexpr int64_t kAhead = Isa::kGemmAheadBytes / static_cast<int64_t>(sizeof(typename L::T));
-  const int64_t full = cols / kStep * kStep;
-  const auto seq = std::make_integer_sequence<int, Isa::kGemmTokens>{};
-  auto all_tiles = [&](auto rows_in_group, const typename L::T* wr, int64_t row_step, float* yrow) {
-    constexpr int kR = decltype(rows_in_group)::value;
-    int64_t t0 = 0;
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      group_any<L, kR>(static_cast<int>(widths[tile]), wr, row_step, x + t0 * xs, xs, yrow + t0 * ys, ys,
-                       row_step / ws, cols, full, tile == 0 ? kAhead : 0, seq);
-      t0 += widths[tile];
-    }
-  };
-  const int64_t part = n_rows / R;
-  for (int64_t i = 0; i < part; ++i) all_tiles(std::integral_constant<int, R>{}, w + i * ws, part * ws, y + i);
-  for (int64_t r = part * R; r < n_rows; ++r) all_tiles(std::integral_constant<int, 1>{}, w + r * ws, ws, y + r);
 }
 
 // Many tokens: blocks of about Isa::kBlockBytes of weight rows, kept in L2 while every
@@ -267,10 +219,14 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
   const int64_t tiles = (n_tokens + kT - 1) / kT;
   const int64_t narrow = n_tokens / tiles;    // every tile is `narrow` or narrow + 1 wide,
   const int64_t wide = n_tokens % tiles;      // the first `wide` ones narrow + 1
-  if (Isa::kSmallBatchRowsOuter && tiles <= kSmallTiles) {
-    int64_t widths[kSmallTiles];
-    for (int64_t tile = 0; tile < tiles; ++tile) widths[tile] = narrow + (tile < wide ? 1 : 0);
-    gemm_small<L>(w, ws, x, xs, y, ys, n_rows, cols, widths, tiles);
+  if (Isa::kOneTileWhole && tiles == 1) {
+    // One token tile (speculative verification, small batches) reads each weight once
+    // whatever the blocking: its rows run as in decode, over the whole range, without
+    // row or column blocks. loom bench --batch 4 on the small f32 GGUF (one tile of 4),
+    // alternating: 201-214 -> 202-227 tokens/s. (The same row-outer order for two tiles,
+    // 8 tokens, measured slower than the blocks below: 521-560 against 573-581, f16.)
+    rows_any<L>(static_cast<int>(n_tokens), w, ws, x, xs, y, ys, n_rows, cols, nullptr, {.ahead = kAhead},
+                std::make_integer_sequence<int, kT>{});
     return;
   }
   const int64_t block = block_rows(Isa::kBlockBytes, cols, static_cast<int64_t>(sizeof(E)), Isa::kGemmRows);
@@ -284,7 +240,7 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
     const auto* next_end = reinterpret_cast<const char*>(w + std::min(n_rows, r0 + nr + block) * ws);
     const int64_t share = (next_end - next_begin + tiles - 1) / tiles;
     auto share_of = [&](int64_t tile) {
-      if constexpr (!Isa::kPrefetchNextBlock) return Prefetch{nullptr, nullptr, tile == 0 ? kAhead : 0};
+      if constexpr (!Isa::kPrefetchNextBlock) return Prefetch{.ahead = tile == 0 ? kAhead : 0};
       const char* b = next_begin + std::min<int64_t>(next_end - next_begin, tile * share);
       return Prefetch{b, std::min(next_end, b + share)};
     };
