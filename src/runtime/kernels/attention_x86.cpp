@@ -180,7 +180,7 @@ LOOM_TARGET_AVX2 void wsum_segment(const float* p, int64_t pstride, const E* v, 
 // Scores: one zmm holds two keys' 8-lane chunks (lanes 0-7 key j, 8-15 key j+1) against
 // the query chunk in both halves, so each FMA is the AVX2 kernel's FMA for two keys;
 // each half is then summed with hsum256's pairing (128-bit halves, then lanes 2 apart,
-// then neighbours). Weighted sum: 16 lanes of head_dim per vector; every lane is its own
+// then neighbours: simd::hsum256_halves8). Weighted sum: 16 lanes of head_dim per vector; every lane is its own
 // sequential chain over the positions, so the vector width cannot change a bit. Both give
 // exactly the AVX2 kernels' outputs (tested).
 
@@ -200,16 +200,6 @@ LOOM_TARGET_AVX512 inline __m512 load2x8_tail(const E* p, int64_t stride, int64_
   std::memcpy(b, p, static_cast<size_t>(r) * sizeof(E));
   std::memcpy(b + 8, p + stride, static_cast<size_t>(r) * sizeof(E));
   return load2x8(b, 8);
-}
-
-// Lane 0: hsum256 of lanes 0-7; lane 8: hsum256 of lanes 8-15 (the same adds, in the
-// same pairs: lo128 + hi128, then + movehl, then + movehdup).
-LOOM_TARGET_AVX512 inline void hsum_halves(__m512 v, float* lo, float* hi) {
-  const __m512 a = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));         // quarters 0+1, 2+3
-  const __m512 b = _mm512_add_ps(a, _mm512_permute_ps(a, 0x0E));              // + lanes 2 apart
-  const __m512 c = _mm512_add_ps(b, _mm512_movehdup_ps(b));                    // + neighbour
-  *lo = _mm512_cvtss_f32(c);
-  *hi = _mm512_cvtss_f32(_mm512_shuffle_f32x4(c, c, 0x02));
 }
 
 template <int NQ, int NP, typename E>
@@ -236,27 +226,17 @@ LOOM_TARGET_AVX512 void scores_tile_512(const float* q2, int64_t q2stride, const
       for (int j = 0; j < NP; ++j) acc[h][j] = _mm512_fmadd_ps(qv, kv[j], acc[h][j]);
     }
   }
-  if constexpr (NQ * NP >= 4) {
-    constexpr int kN = NQ * NP;
-    __m512 v[8];
-    float sums[16];
-    for (int b = 0; b < kN; b += 8) {
-      for (int i = 0; i < 8; ++i) v[i] = b + i < kN ? acc[(b + i) / NP][(b + i) % NP] : _mm512_setzero_ps();
-      simd::hsum256_halves8(v, sums);  // each key's sum as hsum_halves gives it
-      for (int i = 0; i < 8 && b + i < kN; ++i) {
-        const int h = (b + i) / NP, j = (b + i) % NP;
-        s[h * sstride + 2 * j] = sums[2 * i] * scale;
-        s[h * sstride + 2 * j + 1] = sums[2 * i + 1] * scale;
-      }
-    }
-  } else {
-    for (int h = 0; h < NQ; ++h) {
-      for (int j = 0; j < NP; ++j) {
-        float lo, hi;
-        hsum_halves(acc[h][j], &lo, &hi);
-        s[h * sstride + 2 * j] = lo * scale;
-        s[h * sstride + 2 * j + 1] = hi * scale;
-      }
+  // Each half's sum with hsum256's pairs, eight accumulators at a time.
+  constexpr int kN = NQ * NP;
+  __m512 v[8];
+  float sums[16];
+  for (int b = 0; b < kN; b += 8) {
+    for (int i = 0; i < 8; ++i) v[i] = b + i < kN ? acc[(b + i) / NP][(b + i) % NP] : _mm512_setzero_ps();
+    simd::hsum256_halves8(v, sums);
+    for (int i = 0; i < 8 && b + i < kN; ++i) {
+      const int h = (b + i) / NP, j = (b + i) % NP;
+      s[h * sstride + 2 * j] = sums[2 * i] * scale;
+      s[h * sstride + 2 * j + 1] = sums[2 * i + 1] * scale;
     }
   }
 }
