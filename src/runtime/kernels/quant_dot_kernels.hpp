@@ -62,24 +62,23 @@ const KernelSet& scalar_kernels() noexcept;
 const KernelSet& avx2_kernels() noexcept;
 const KernelSet& avx512_vnni_kernels() noexcept;
 
-// Fills `set.dot[dtype]` with Kernel<Nt> for Nt = 1..kMaxTile.
-template <template <int> class Kernel>
-constexpr void register_tiles(KernelSet& set, DType dtype) {
-  auto& row = set.dot[static_cast<size_t>(dtype)];
-  row[0] = &Kernel<1>::run;
-  row[1] = &Kernel<2>::run;
-  row[2] = &Kernel<3>::run;
-  row[3] = &Kernel<4>::run;
+// Fills a table row with Kernel<Nt>::run for Nt = 1..kMaxTile.
+template <template <int> class Kernel, typename Fn>
+constexpr void fill_widths(std::array<Fn, kMaxTile>& row) {
+  static_assert(kMaxTile == 4, "one entry per tile width");
+  row = {&Kernel<1>::run, &Kernel<2>::run, &Kernel<3>::run, &Kernel<4>::run};
 }
 
-// Fills `set.dot_group[dtype]` with Kernel<Nt> for Nt = 1..kMaxTile.
+// Fills `set.dot[dtype]` (one row at a time) with Kernel<Nt> for every tile width.
+template <template <int> class Kernel>
+constexpr void register_tiles(KernelSet& set, DType dtype) {
+  fill_widths<Kernel>(set.dot[static_cast<size_t>(dtype)]);
+}
+
+// Fills `set.dot_group[dtype]` (kRowGroup rows at a time) likewise.
 template <template <int> class Kernel>
 constexpr void register_group_tiles(KernelSet& set, DType dtype) {
-  auto& row = set.dot_group[static_cast<size_t>(dtype)];
-  row[0] = &Kernel<1>::run;
-  row[1] = &Kernel<2>::run;
-  row[2] = &Kernel<3>::run;
-  row[3] = &Kernel<4>::run;
+  fill_widths<Kernel>(set.dot_group[static_cast<size_t>(dtype)]);
 }
 
 // Scalar activation quantizers (the reference the SIMD ones match bit for bit), and the
