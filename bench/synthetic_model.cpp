@@ -123,11 +123,4 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t mid = v.size() / 2;
-  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2.0;
-}
-
 }  // namespace loom::bench

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/median.hpp"
 #include "loom/dtype.hpp"
 #include "loom/model.hpp"
 
@@ -28,6 +29,6 @@ double matrix_params(const loom::ModelConfig& c);
 // "a,b,c" -> {"a", "b", "c"} (the benchmarks' list flags).
 std::vector<std::string> split(const std::string& s);
 // The middle value (the upper one of an even count).
-double median(std::vector<double> v);
+using ::loom::median;  // common/median.hpp
 
 }  // namespace loom::bench

@@ -7,8 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "bench_stats.hpp"
 #include "common/json_writer.hpp"
+#include "common/median.hpp"
 #include "loom/batch.hpp"
 #include "loom/thread_pool.hpp"
 

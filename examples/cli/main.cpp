@@ -17,7 +17,7 @@
 
 #include "args.hpp"
 #include "batch_bench.hpp"
-#include "bench_stats.hpp"
+#include "common/median.hpp"
 #include "loom.h"
 #include "chat_loop.hpp"
 #include "loom/chat.hpp"
@@ -595,8 +595,8 @@ int cmd_bench(const Args& a) {
     for (int i = 0; i < gen_tokens; ++i) s.step(static_cast<int32_t>((i * 31 + 7) % vocab));
     dec.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  const double pre_med = loom::cli::median(pre);
-  const double dec_med = loom::cli::median(dec);
+  const double pre_med = loom::median(pre);
+  const double dec_med = loom::median(dec);
   std::printf("model    %s (%s, %.1f MB of weights)\n", path.c_str(), model->config().architecture.c_str(),
               static_cast<double>(model->weight_bytes()) / 1e6);
   std::printf("threads  %d\n", s.pool().size());

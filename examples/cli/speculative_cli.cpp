@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "bench_stats.hpp"
 #include "common/json_writer.hpp"
+#include "common/median.hpp"
 #include "loom/error.hpp"
 #include "loom/session.hpp"
 
