@@ -197,6 +197,20 @@ TEST_CASE("logit bias shifts and bans, banning everything is an error") {
   q.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
   Sampler banned(q);
   CHECK_THROWS_AS(banned.sample(std::vector<float>{1.0f, 2.0f}), loom::Error);
+
+  // The first bias given for a token wins; ids outside the vocabulary change nothing.
+  auto twice = greedy();
+  twice.logit_bias = {{1, 10.0f}, {1, -10.0f}, {7, 100.0f}};
+  Sampler first_wins(twice);
+  CHECK(first_wins.sample(std::vector<float>{5.0f, 1.0f, 0.0f}) == 1);
+  CHECK(first_wins.last_candidates().items.size() == 3);
+
+  // A finite bias that takes a logit to -inf bans it like an explicit -inf.
+  auto overflow = greedy();
+  overflow.logit_bias = {{0, -3e38f}};
+  Sampler overflowed(overflow);
+  CHECK(overflowed.sample(std::vector<float>{-3e38f, -1.0f}) == 1);
+  CHECK(overflowed.last_candidates().items.size() == 1);
 }
 
 TEST_CASE("custom stages see and rewrite the candidates, after the built-in filters") {
