@@ -6,7 +6,10 @@
 namespace loom::runtime {
 
 DraftLength::DraftLength(const SpeculativeParams& params)
-    : params_(params), verify_(static_cast<size_t>(params.max_draft) + 2, -1.0), interval_(params.probe_interval) {}
+    : params_(params),
+      verify_(static_cast<size_t>(params.max_draft) + 2, -1.0),
+      seen_(verify_.size(), false),
+      interval_(params.probe_interval) {}
 
 double DraftLength::alpha() const noexcept { return accepted_ / (accepted_ + rejected_); }
 
@@ -103,10 +106,14 @@ void DraftLength::observe(int32_t asked, int32_t drafted, int32_t accepted, doub
     mean = mean < 0.0 ? sample : (1.0 - s) * mean + s * std::clamp(sample, 0.5 * mean, 2.0 * mean);
   };
   const auto n = static_cast<size_t>(std::min<int32_t>(drafted + 1, static_cast<int32_t>(verify_.size()) - 1));
-  if (n == 1 && !warm_) {
-    warm_ = true;  // the first pass after the prompt runs on cold caches: not typical
-  } else {
+  // The first pass of each size is not typical: the first after the prompt runs on cold
+  // caches, and the first of several tokens sizes its buffers (logits of every row,
+  // attention scratch). Counted, it could cost up to twice a later one, and a size the
+  // choice then avoids would never be measured again.
+  if (seen_[n]) {
     update(verify_[n], verify_seconds);
+  } else {
+    seen_[n] = true;
   }
   if (drafted == 0) return;
   // The first drafting round runs the draft on cold caches (and its first pass over the

@@ -9,8 +9,8 @@
 // with a probe of one draft after probe_interval rounds so a change is noticed (the
 // wait doubling after each probe that changes nothing, up to 16 x probe_interval; at
 // once where even perfect drafts would not pay, but the probes never stop: one slow
-// measurement must not end drafting for good). The first drafting round's time is not
-// counted (the draft runs on cold caches).
+// measurement must not end drafting for good). The first drafting round's draft time and
+// the first pass of each size are not counted (cold caches, first-use buffers).
 #pragma once
 
 #include <cstdint>
@@ -37,12 +37,12 @@ class DraftLength {
   double accepted_ = 1.0;  // decayed counts; the prior is alpha = 0.5
   double rejected_ = 1.0;
   std::vector<double> verify_;  // [n]: running mean seconds of a pass of n tokens, < 0 unknown
+  std::vector<bool> seen_;       // [n]: a pass of n tokens ran (the first one is not counted)
   double draft_per_token_ = -1.0;
   int32_t plain_rounds_ = 0;
   int32_t interval_;      // plain rounds before the next probe
   bool probing_ = false;  // the last non-plain round was a probe
   int32_t drafting_rounds_ = 0;  // drafting rounds since the last plain one
-  bool warm_ = false;            // the first plain pass was seen (and not counted)
   bool draft_warm_ = false;      // the first drafting round was seen (its time not counted)
 };
 

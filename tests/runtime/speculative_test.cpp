@@ -727,3 +727,27 @@ TEST_CASE("speculative: the adaptive length drafts when drafting pays, backs off
   }
   CHECK(probes >= 1);
 }
+
+TEST_CASE("speculative: the adaptive length does not count the first pass of a size") {
+  // The first pass of several tokens sizes its buffers and may cost twice a later one
+  // (seen: a 3-token pass at 2x a plain step once, 1.06x after). Counted, that one
+  // measurement would say drafting never pays, and the size would not be tried again.
+  loom::SpeculativeParams params;
+  loom::runtime::DraftLength length(params);
+  const double step = 0.010;
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(length.next() == 0);
+    length.observe(0, 0, 0, 0.0, step);
+  }
+  REQUIRE(length.next() == 2);
+  length.observe(2, 2, 2, 1.0, 3.0 * step);  // cold: a slow draft and a slow pass
+  REQUIRE(length.next() == 2);
+  length.observe(2, 2, 2, 2 * 0.1 * step, 1.1 * step);
+  int drafting = 0;
+  for (int round = 0; round < 8; ++round) {
+    const int32_t k = length.next();
+    if (k > 0) ++drafting;
+    length.observe(k, k, k, k * 0.1 * step, (1.0 + 0.05 * k) * step);
+  }
+  CHECK(drafting >= 7);
+}
