@@ -17,12 +17,12 @@ namespace avx512_family {
 #undef QD_VNNI
 #undef QD_TARGET
 
-// ---- 512-bit kernels where they pay: q4_0, q4_k, q6_k and q8_0 ----
+// ---- 512-bit kernels where they pay: q4_0, q4_k, q5_k, q6_k and q8_0 ----
 //
 // Elsewhere the 256-bit VNNI kernels above were as fast or faster (measured on Sapphire
 // Rapids: 512-bit integer multiplies issue on one port, 256-bit ones on two), so the
-// other types use them. On Zen 5 (full-width 512-bit units) the 512-bit q4_k kernel below
-// pays. q8_0's 512-bit kernel (below) also runs four rows at once; on
+// other types use them. On Zen 5 (full-width 512-bit units) the 512-bit q4_k and q5_k
+// kernels below pay. q8_0's 512-bit kernel (below) also runs four rows at once; on
 // Zen 5 it took prefill of the small q8_0 model from 752 to 1264-1320 tokens/s and
 // decode from 272-277 to 375-398 (loom bench, 2 threads, alternating).
 
@@ -270,45 +270,52 @@ struct Q8_0Pairs {
   };
 };
 
-// q4_k with 512-bit products, one row against a tile of activations.
+// q4_k and q5_k with 512-bit products, one row against a tile of activations.
 //
 // A block's 128 quant bytes are two zmm loads; zmm h (bytes 64h..64h+63) holds groups
 // 4h and 4h+2 in its low nibbles and 4h+1 and 4h+3 in its high nibbles (a 32-byte pair
 // keeps group 2p low and 2p+1 high). The activations are rearranged once per dot_rows
-// call into that order (prepare_q4_k_z), so each (row, activation) block is four
+// call into that order (prepare_k4_z), so each (row, activation) block is four
 // vpmaddubsw + vpdpwssd steps, the group scales spread over the i16 lanes by vpermw, where
-// the 256-bit kernel takes eight. The mins term is the 256-bit kernel's (bsums x mins),
-// zero-extended into the same accumulator: its upper lanes add exact zeros.
+// the 256-bit kernel takes eight. q5_k's fifth bit (bit g of qh[l] for element l of
+// group g) comes from the 32 qh bytes broadcast to both halves, shifted per i16 lane so
+// the bit of each half's group lands on bit 4 (the i16 shifts carry no other bit of a
+// byte onto another byte's bit 4). The mins term is the 256-bit kernel's (bsums x
+// mins), zero-extended into the same accumulator: its upper lanes add exact zeros.
 //
 // Measured on Zen 5 (loom_batched_decode --dtype q4_k, small shape, 2 threads, three
 // alternating rounds): decode 312-352 tokens/s where the 256-bit kernel gave 302-315, and
-// 667-877 at B = 8 against 579-608. Four distant rows at once (as q8_0 runs) were faster
-// in cache but slower streaming from memory (286-303 tokens/s), so q4_k runs one row.
-constexpr size_t kQ4KBytes = 144;
-constexpr size_t kQ4KPrepared = 256;  // per block: the 256 activation quants, kernel order
+// 667-877 at B = 8 against 579-608; q5_k 292-415 against 240-345, and 603-800 at B = 8
+// against 421-626. Four distant rows at once (as q8_0 runs) were faster in cache but
+// slower streaming from memory (q4_k: 286-303 tokens/s), so these run one row.
+constexpr size_t kK4Prepared = 256;  // per block: the 256 activation quants, kernel order
 
-size_t prepared_q4_k_z_bytes(int64_t blocks) { return static_cast<size_t>(blocks) * kQ4KPrepared; }
+size_t prepared_k4_z_bytes(int64_t blocks) { return static_cast<size_t>(blocks) * kK4Prepared; }
 
-void prepare_q4_k_z(const uint8_t* row, const float*, int64_t blocks, uint8_t* out) {
+void prepare_k4_z(const uint8_t* row, const float*, int64_t blocks, uint8_t* out) {
   // Source group of each 32-byte slot of a prepared block.
   static constexpr int kSlotGroup[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-  for (int64_t b = 0; b < blocks; ++b, out += kQ4KPrepared) {
+  for (int64_t b = 0; b < blocks; ++b, out += kK4Prepared) {
     const uint8_t* qs = row + static_cast<size_t>(b) * kActQ8K + kActQ8KQs;
     for (int slot = 0; slot < 8; ++slot) std::memcpy(out + 32 * slot, qs + 32 * kSlotGroup[slot], 32);
   }
 }
 
-template <int Nt>
-QZ_INLINE void q4_k_z(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out) {
+template <bool kFifthBit, int Nt>
+QZ_INLINE void k4_z(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out) {
+  constexpr size_t kBytes = kFifthBit ? 176 : 144;
+  constexpr size_t kQs = kFifthBit ? 48 : 16;  // q5_k: qh[32] at 16
   __m512 acc[Nt];
   for (int t = 0; t < Nt; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i low_mask = _mm512_set1_epi8(0x0F);
+  [[maybe_unused]] const __m512i bit4 = _mm512_set1_epi8(0x10);
+  constexpr int kOrMasked = 0xF8;  // ternary logic: A | (B & C)
   // vpermw indices: i16 lanes 0-15 take scale a, lanes 16-31 scale b
   const __m512i lo_index[2] = {half_counts(0, 2), half_counts(4, 6)};
   const __m512i hi_index[2] = {half_counts(1, 3), half_counts(5, 7)};
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* wb = w + static_cast<size_t>(b) * kQ4KBytes;
-    prefetch_ahead(wb, kQ4KBytes);
+    const uint8_t* wb = w + static_cast<size_t>(b) * kBytes;
+    prefetch_ahead(wb, kBytes);
     const __m512 d = _mm512_set1_ps(f16(wb));
     const __m512 dmin = _mm512_set1_ps(f16(wb + 2));
     const ScalesMins sm = unpack_k4_scales(wb + 4);
@@ -317,14 +324,22 @@ QZ_INLINE void q4_k_z(const uint8_t* w, const ActTile& acts, int64_t blocks, flo
     const __m256i mins = mins_per_bsum(sm);
     __m512i lo[2], hi[2], s_lo[2], s_hi[2];
     for (int h = 0; h < 2; ++h) {
-      const __m512i raw = load512(wb + 16 + 64 * static_cast<size_t>(h));
+      const __m512i raw = load512(wb + kQs + 64 * static_cast<size_t>(h));
       lo[h] = _mm512_and_si512(raw, low_mask);
       hi[h] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low_mask);
       s_lo[h] = _mm512_permutexvar_epi16(lo_index[h], sc);
       s_hi[h] = _mm512_permutexvar_epi16(hi_index[h], sc);
     }
+    if constexpr (kFifthBit) {
+      // Groups (low half, high half): lo[0] 0 / 2, hi[0] 1 / 3, lo[1] 4 / 6, hi[1] 5 / 7.
+      const __m512i qh = broadcast256(wb + 16);
+      lo[0] = _mm512_ternarylogic_epi32(lo[0], _mm512_sllv_epi16(qh, half_counts(4, 2)), bit4, kOrMasked);
+      hi[0] = _mm512_ternarylogic_epi32(hi[0], _mm512_sllv_epi16(qh, half_counts(3, 1)), bit4, kOrMasked);
+      lo[1] = _mm512_ternarylogic_epi32(lo[1], _mm512_srlv_epi16(qh, half_counts(0, 2)), bit4, kOrMasked);
+      hi[1] = _mm512_ternarylogic_epi32(hi[1], _mm512_srlv_epi16(qh, half_counts(1, 3)), bit4, kOrMasked);
+    }
     for (int t = 0; t < Nt; ++t) {
-      const uint8_t* qa = acts.prepared[t] + static_cast<size_t>(b) * kQ4KPrepared;
+      const uint8_t* qa = acts.prepared[t] + static_cast<size_t>(b) * kK4Prepared;
       __m512i sum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(lo[0], load512(qa)), s_lo[0]);
       sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(hi[0], load512(qa + 64)), s_hi[0]);
       sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(lo[1], load512(qa + 128)), s_lo[1]);
@@ -339,11 +354,12 @@ QZ_INLINE void q4_k_z(const uint8_t* w, const ActTile& acts, int64_t blocks, flo
   for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]);
 }
 
-struct Q4KZ {
+template <bool kFifthBit>
+struct K4Z {
   template <int Nt>
   struct Tile {
     LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts, int64_t blocks, float* out) {
-      q4_k_z<Nt>(w, acts, blocks, out);
+      k4_z<kFifthBit, Nt>(w, acts, blocks, out);
     }
   };
 };
@@ -359,8 +375,10 @@ KernelSet make_set() {
   register_tiles<Q4_0X4::Tile>(set, DType::q4_0);
   set.prepare[static_cast<size_t>(DType::q4_0)] = {prepared_q4_0_x4_bytes, prepare_q4_0_x4};
   register_tiles<Q6KZ::Tile>(set, DType::q6_k);
-  register_tiles<Q4KZ::Tile>(set, DType::q4_k);
-  set.prepare[static_cast<size_t>(DType::q4_k)] = {prepared_q4_k_z_bytes, prepare_q4_k_z};
+  register_tiles<K4Z<false>::Tile>(set, DType::q4_k);
+  set.prepare[static_cast<size_t>(DType::q4_k)] = {prepared_k4_z_bytes, prepare_k4_z};
+  register_tiles<K4Z<true>::Tile>(set, DType::q5_k);
+  set.prepare[static_cast<size_t>(DType::q5_k)] = {prepared_k4_z_bytes, prepare_k4_z};
   return set;
 }
 }  // namespace avx512_family
