@@ -125,8 +125,9 @@ struct LookupOptions {
 
 // Prompt lookup: the longest recent suffix of the context (max_ngram down to min_ngram
 // tokens) that appeared before is matched, most recent occurrence first, and the tokens
-// that followed it are proposed. No model: free to run, strong where the answer copies
-// spans of the prompt (RAG, quoting, code edits).
+// that followed it are proposed (continued into the draft's own tokens where they reach
+// the end of the context: a repeating run drafts as many as asked). No model: free to
+// run, strong where the answer copies spans of the prompt (RAG, quoting, code edits).
 std::unique_ptr<Drafter> make_lookup_drafter(LookupOptions options = {});
 
 // A host function as a drafter: writes up to out.size() tokens continuing `context` and

@@ -167,7 +167,7 @@ TEST_CASE("speculative: the expected-speedup formula") {
   CHECK(loom::expected_speedup(0.8, 4, 0.1) == Approx((1 - std::pow(0.8, 5)) / 0.2 / 1.4));
 }
 
-TEST_CASE("speculative: prompt lookup proposes what followed the most recent match of the longest suffix") {
+TEST_CASE("speculative: prompt lookup proposes what followed the most recent match of the longest suffix, continued") {
   auto lookup = loom::make_lookup_drafter({.max_ngram = 3, .min_ngram = 1});
   loom::Sampler sampler(greedy_params());
   loom::Draft d;
@@ -176,10 +176,15 @@ TEST_CASE("speculative: prompt lookup proposes what followed the most recent mat
   lookup->propose(ctx, 3, sampler, d);
   CHECK(d.tokens == Tokens{8, 9, 10});
   CHECK(d.q.empty());
-  // Only a 1-gram matches: 4 appeared after ... 11.
+  // Only a 1-gram matches: 4 appeared after ... 11. What followed runs into the end of
+  // the context and goes on as the copy repeats (4 2 11 follows 11 again).
   d.clear();
   lookup->propose(Tokens{3, 11, 4, 2, 11}, 8, sampler, d);
-  CHECK(d.tokens == Tokens{4, 2, 11});
+  CHECK(d.tokens == Tokens{4, 2, 11, 4, 2, 11, 4, 2});
+  // A run repeating every 2 tokens drafts as many as asked, not 2.
+  d.clear();
+  lookup->propose(Tokens{9, 1, 2, 1, 2}, 6, sampler, d);
+  CHECK(d.tokens == Tokens{1, 2, 1, 2, 1, 2});
   // No match: nothing.
   d.clear();
   lookup->propose(Tokens{1, 2, 3}, 4, sampler, d);
