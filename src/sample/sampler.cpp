@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "loom/error.hpp"
 
@@ -74,10 +75,9 @@ class LogitBias final : public SamplerStage {
  public:
   // The first bias given for an id wins (as a map built from the list would keep it).
   explicit LogitBias(const std::vector<std::pair<int32_t, float>>& bias) {
+    std::unordered_set<int32_t> seen;
     for (const auto& [id, value] : bias) {
-      if (std::none_of(bias_.begin(), bias_.end(), [id = id](const auto& b) { return b.first == id; })) {
-        bias_.emplace_back(id, value);
-      }
+      if (seen.insert(id).second) bias_.emplace_back(id, value);
     }
   }
   std::string name() const override { return "logit_bias"; }
