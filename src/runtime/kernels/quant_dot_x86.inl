@@ -628,18 +628,22 @@ struct Q2K {
 // q3_k: 2-bit planes as q2_k plus a high bit per element in hmask (bit 4c+j of byte l
 // for element 128c + 32j + l); level = low + 4*high - 4; 16 signed 6-bit group scales.
 struct Q3K {
+  // The 16 six-bit scales minus 32 as i16. Of the 12 bytes s0 s1 s2 (u32 each), scales
+  // 4i..4i+3 are byte-wise: low nibbles of s0 (i = 0) / s1 (i = 1), high nibbles of s0
+  // (i = 2) / s1 (i = 3), each with bits 2i, 2i + 1 of s2's bytes on top; computed for all
+  // four u32 lanes at once. The 16-byte load ends with the 12 bytes: it starts 4 bytes
+  // before p, inside the block (its quants), never past the block's end (the last block
+  // of a tensor ends 2 bytes after the scales).
   QD_INLINE static __m256i unpack_scales(const uint8_t* p) {
-    uint32_t s[3];
-    std::memcpy(s, p, sizeof s);
-    const uint32_t low_nibbles = 0x0F0F0F0Fu;
-    const uint32_t two_bits = 0x03030303u;
-    const uint32_t g0 = (s[0] & low_nibbles) | (((s[2] >> 0) & two_bits) << 4);
-    const uint32_t g1 = (s[1] & low_nibbles) | (((s[2] >> 2) & two_bits) << 4);
-    const uint32_t g2 = ((s[0] >> 4) & low_nibbles) | (((s[2] >> 4) & two_bits) << 4);
-    const uint32_t g3 = ((s[1] >> 4) & low_nibbles) | (((s[2] >> 6) & two_bits) << 4);
-    const __m128i biased = _mm_set_epi32(static_cast<int>(g3), static_cast<int>(g2),
-                                         static_cast<int>(g1), static_cast<int>(g0));
-    return _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
+    const __m128i s = load128(p - 4);  // [-, s0, s1, s2]
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(s, _MM_SHUFFLE(2, 1, 2, 1)),
+                                                     _mm_set_epi32(4, 4, 0, 0)),
+                                      _mm_set1_epi8(0x0F));
+    const __m128i high = _mm_slli_epi32(
+        _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(s, _MM_SHUFFLE(3, 3, 3, 3)), _mm_set_epi32(6, 4, 2, 0)),
+                      _mm_set1_epi8(0x03)),
+        4);
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(low, high), _mm_set1_epi8(32)));
   }
 
   template <int Nt>
