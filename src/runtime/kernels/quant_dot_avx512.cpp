@@ -177,75 +177,28 @@ struct Q6KZ {
   };
 };
 
-// q2_k: the 2-bit planes of q3_k (two per zmm, the quant bytes broadcast to both halves
-// and shifted per i16 lane) without the third bit; 4-bit scales and mins, the mins term
-// zero-extended into the accumulator as in the 512-bit q4_k kernel.
-//
-// loom_batched_decode --dtype q2_k (small shape, 2 threads, two alternating rounds on
-// Zen 5): decode 449-478 against 373-422 tokens/s with the 256-bit kernel, B = 8 675-854
-// against 673-737, prefill 1254-1306 against 1063-1108; in cache (one thread) 60-63
-// against 44-46 Gelem/s.
-struct Q2KZ {
-  template <int Nt>
-  struct Tile {
-    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
-                                            float* out) {
-      __m512 acc[Nt];
-      for (int t = 0; t < Nt; ++t) acc[t] = _mm512_setzero_ps();
-      const __m512i three = _mm512_set1_epi8(3);
-      const __m128i low_mask = _mm_set1_epi8(0x0F);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* wb = w + static_cast<size_t>(b) * 84;
-        const size_t at = static_cast<size_t>(b) * kActQ8K;
-        prefetch_ahead(wb, 84);
-        const __m512 d = _mm512_set1_ps(f16(wb + 80));
-        const __m512 dmin = _mm512_set1_ps(f16(wb + 82));
-        const __m128i packed = load128(wb);
-        const __m512i scales_z = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(packed, low_mask)));
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low_mask));
-        __m512i sum[Nt];
-        for (int t = 0; t < Nt; ++t) sum[t] = _mm512_setzero_si512();
-        for (int chunk = 0; chunk < 2; ++chunk) {
-          const __m512i raw = broadcast256(wb + 16 + 32 * static_cast<size_t>(chunk));
-          for (int pair = 0; pair < 2; ++pair) {
-            const int j = 2 * pair;  // planes j and j + 1
-            const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, half_counts(2 * j, 2 * j + 2)), three);
-            const __m512i s = _mm512_permutexvar_epi16(quarter_index(2 * (4 * chunk + j)), scales_z);
-            for (int t = 0; t < Nt; ++t) {
-              const uint8_t* qa = acts.rows[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) +
-                                  32 * static_cast<size_t>(j);
-              sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(q, load512(qa)), s);
-            }
-          }
-        }
-        for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts.rows[t] + at;
-          const __m512 da = _mm512_set1_ps(f32_at(ab));
-          const __m256i msum = _mm256_madd_epi16(mins, load256(ab + kActQ8KBsums));
-          acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(sum[t]), acc[t]);
-          acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)),
-                                    acc[t]);
-        }
-      }
-      for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]);
-    }
-  };
-};
-
-// q3_k: per 128 elements (a chunk), qs[32] holds four 2-bit planes (plane j: elements
-// 32j..32j+31 of the chunk) and bit 4c + j of hmask[l] is the third bit of element l of
-// plane j. A zmm takes two planes: the 32 quant bytes and the 32 hmask bytes broadcast to
-// both halves and shifted per i16 lane (the shifts move no other bit onto the two kept
-// ones of a byte after the masks), so the activations of the two planes are 64
+// q2_k and q3_k: per 128 elements (a chunk), 32 quant bytes hold four 2-bit planes (plane
+// j: elements 32j..32j+31 of the chunk); q3_k adds bit 4c + j of hmask[l] as the third
+// bit of element l of plane j. A zmm takes two planes: the quant bytes (and the hmask)
+// broadcast to both halves and shifted per i16 lane (the shifts move no other bit onto
+// the ones a byte keeps after the masks), so the activations of the two planes are 64
 // contiguous bytes and each (row, activation) block is four vpmaddubsw + vpdpwssd steps
-// where the 256-bit kernel takes eight. Levels are stored biased by 4: the 256-bit
+// where the 256-bit kernels take eight. q2_k: 4-bit scales and mins, the mins term
+// zero-extended into the accumulator as in the 512-bit q4_k kernel. q3_k: signed 6-bit
+// scales (the 256-bit kernel's unpack_scales) and levels biased by 4: the 256-bit
 // kernel's bias (4 x sum_g scale_g x bsum_g) is subtracted, zero-extended.
 //
-// loom_batched_decode --dtype q3_k (small shape, 2 threads, two alternating rounds on
-// Zen 5, with the vector scale unpacking in both): decode 535 against 349-353 tokens/s
-// with the 256-bit kernel, B = 8 844-954 against 645-681, prefill 1405-1619 against
-// 918-1052; in cache (one thread) 52.7 against 30.5 Gelem/s.
-struct Q3KZ {
+// loom_batched_decode (small shape, 2 threads, two alternating rounds on Zen 5) against
+// the 256-bit kernels: q2_k decode 449-478 against 373-422 tokens/s, B = 8 675-854
+// against 673-737, prefill 1254-1306 against 1063-1108; q3_k (the vector scale unpacking
+// in both) decode 535 against 349-353, B = 8 844-954 against 645-681, prefill 1405-1619
+// against 918-1052. In cache (one thread): q2_k 60-63 against 44-46 Gelem/s, q3_k 52.7
+// against 30.5.
+template <bool kQ3>
+struct KPlanesZ {
+  static constexpr size_t kBytes = kQ3 ? 110 : 84;
+  static constexpr size_t kQs = kQ3 ? 32 : 16;
+
   template <int Nt>
   struct Tile {
     LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
@@ -253,27 +206,38 @@ struct Q3KZ {
       __m512 acc[Nt];
       for (int t = 0; t < Nt; ++t) acc[t] = _mm512_setzero_ps();
       const __m512i three = _mm512_set1_epi8(3);
-      const __m512i four = _mm512_set1_epi8(4);
+      [[maybe_unused]] const __m512i four = _mm512_set1_epi8(4);
+      const __m128i low_mask = _mm_set1_epi8(0x0F);
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* wb = w + static_cast<size_t>(b) * 110;
+        const uint8_t* wb = w + static_cast<size_t>(b) * kBytes;
         const size_t at = static_cast<size_t>(b) * kActQ8K;
-        prefetch_ahead(wb, 110);
-        const float d = f16(wb + 108);
-        const __m256i scales = Q3K::unpack_scales(wb + 96);
+        prefetch_ahead(wb, kBytes);
+        __m256i scales;  // i16
+        [[maybe_unused]] __m256i mins;
+        [[maybe_unused]] __m512i hmask;
+        if constexpr (kQ3) {
+          scales = Q3K::unpack_scales(wb + 96);
+          hmask = broadcast256(wb);
+        } else {
+          const __m128i packed = load128(wb);
+          scales = _mm256_cvtepu8_epi16(_mm_and_si128(packed, low_mask));
+          mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low_mask));
+        }
         const __m512i scales_z = _mm512_zextsi256_si512(scales);
-        const __m512i hmask = broadcast256(wb);
         __m512i sum[Nt];
         for (int t = 0; t < Nt; ++t) sum[t] = _mm512_setzero_si512();
         for (int chunk = 0; chunk < 2; ++chunk) {
-          const __m512i raw = broadcast256(wb + 32 + 32 * static_cast<size_t>(chunk));
+          const __m512i raw = broadcast256(wb + kQs + 32 * static_cast<size_t>(chunk));
           for (int pair = 0; pair < 2; ++pair) {
             const int j = 2 * pair;  // planes j and j + 1
-            const __m512i low = _mm512_and_si512(_mm512_srlv_epi16(raw, half_counts(2 * j, 2 * j + 2)), three);
-            // bit 4 * chunk + plane of each hmask byte onto bit 2
-            const int hb = 4 * chunk + j;
-            const __m512i high = hb >= 2 ? _mm512_srlv_epi16(hmask, half_counts(hb - 2, hb - 1))
-                                         : _mm512_sllv_epi16(hmask, half_counts(2 - hb, 1 - hb));
-            const __m512i q = _mm512_ternarylogic_epi32(low, high, four, 0xF8);  // low | (high & 4)
+            __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, half_counts(2 * j, 2 * j + 2)), three);
+            if constexpr (kQ3) {
+              // bit 4 * chunk + plane of each hmask byte onto bit 2
+              const int hb = 4 * chunk + j;
+              const __m512i high = hb >= 2 ? _mm512_srlv_epi16(hmask, half_counts(hb - 2, hb - 1))
+                                           : _mm512_sllv_epi16(hmask, half_counts(2 - hb, 1 - hb));
+              q = _mm512_ternarylogic_epi32(q, high, four, 0xF8);  // q | (high & 4)
+            }
             const __m512i s = _mm512_permutexvar_epi16(quarter_index(2 * (4 * chunk + j)), scales_z);
             for (int t = 0; t < Nt; ++t) {
               const uint8_t* qa = acts.rows[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) +
@@ -282,11 +246,25 @@ struct Q3KZ {
             }
           }
         }
-        for (int t = 0; t < Nt; ++t) {
-          const uint8_t* ab = acts.rows[t] + at;
-          const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(scales, load256(ab + kActQ8KBsums)), 2);
-          const __m512i total = _mm512_sub_epi32(sum[t], _mm512_zextsi256_si512(bias));
-          acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d * f32_at(ab)), _mm512_cvtepi32_ps(total), acc[t]);
+        if constexpr (kQ3) {
+          const float d = f16(wb + 108);
+          for (int t = 0; t < Nt; ++t) {
+            const uint8_t* ab = acts.rows[t] + at;
+            const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(scales, load256(ab + kActQ8KBsums)), 2);
+            const __m512i total = _mm512_sub_epi32(sum[t], _mm512_zextsi256_si512(bias));
+            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d * f32_at(ab)), _mm512_cvtepi32_ps(total), acc[t]);
+          }
+        } else {
+          const __m512 d = _mm512_set1_ps(f16(wb + 80));
+          const __m512 dmin = _mm512_set1_ps(f16(wb + 82));
+          for (int t = 0; t < Nt; ++t) {
+            const uint8_t* ab = acts.rows[t] + at;
+            const __m512 da = _mm512_set1_ps(f32_at(ab));
+            const __m256i msum = _mm256_madd_epi16(mins, load256(ab + kActQ8KBsums));
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)),
+                                      acc[t]);
+          }
         }
       }
       for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]);
@@ -506,8 +484,8 @@ KernelSet make_set() {
   register_tiles<Q4_0X4::Tile>(set, DType::q4_0);
   set.prepare[static_cast<size_t>(DType::q4_0)] = {prepared_q4_0_x4_bytes, prepare_q4_0_x4};
   register_tiles<Q6KZ::Tile>(set, DType::q6_k);
-  register_tiles<Q3KZ::Tile>(set, DType::q3_k);
-  register_tiles<Q2KZ::Tile>(set, DType::q2_k);
+  register_tiles<KPlanesZ<false>::Tile>(set, DType::q2_k);
+  register_tiles<KPlanesZ<true>::Tile>(set, DType::q3_k);
   register_tiles<K4Z<false>::Tile>(set, DType::q4_k);
   set.prepare[static_cast<size_t>(DType::q4_k)] = {prepared_k4_z_bytes, prepare_k4_z};
   register_tiles<K4Z<true>::Tile>(set, DType::q5_k);
