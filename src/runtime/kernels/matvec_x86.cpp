@@ -148,10 +148,6 @@ struct Avx2Isa {
   LOOM_TARGET_AVX2 static inline V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   LOOM_TARGET_AVX2 static inline V add(V a, V b) { return _mm256_add_ps(a, b); }
   LOOM_TARGET_AVX2 static inline float hsum(V v) { return simd::hsum256(v); }
-  // Never reached with four chains (group() sums chains first); here for the template.
-  LOOM_TARGET_AVX2 static inline void sums16(const V* v, float* out) {
-    for (int i = 0; i < 16; ++i) out[i] = hsum(v[i]);
-  }
 };
 
 struct Avx512Isa {
@@ -182,8 +178,6 @@ struct Avx512Isa {
   LOOM_TARGET_AVX512 static inline V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   LOOM_TARGET_AVX512 static inline V add(V a, V b) { return _mm512_add_ps(a, b); }
   LOOM_TARGET_AVX512 static inline float hsum(V v) { return simd::hsum512(v); }
-  // out[i] = hsum(v[i]) for 16 vectors, the same bits with a third of the shuffles.
-  LOOM_TARGET_AVX512 static inline void sums16(const V* v, float* out) { simd::hsum512_x16(v, out); }
 };
 
 #define LOOM_TILE_NS avx2_tiles

@@ -89,14 +89,16 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
     }
   }
   if constexpr (kC == 1 && R * T >= 8) {
-    // Many outputs: their horizontal sums sixteen at a time (Isa::sums16, the same adds
-    // in the same pairs as Isa::hsum, with a third of the shuffles).
+    // Many outputs: their horizontal sums sixteen at a time (simd::hsum512_x16, the same
+    // adds in the same pairs as hsum512, with a third of the shuffles). One chain per
+    // output is the AVX-512 level only; v's bound names T, which makes its type (and the
+    // call) dependent, checked only where this branch is instantiated.
     constexpr int kN = R * T;
-    Vec v[16];
+    Vec v[16 + 0 * T];
     float sums[16];
     for (int b = 0; b < kN; b += 16) {
       for (int i = 0; i < 16; ++i) v[i] = b + i < kN ? acc[(b + i) / T][(b + i) % T][0] : Isa::zero();
-      Isa::sums16(v, sums);
+      simd::hsum512_x16(v, sums);
       for (int i = 0; i < 16 && b + i < kN; ++i) {
         const int o = b + i;
         y[(o % T) * ys + (o / T) * yr] = sums[i];
