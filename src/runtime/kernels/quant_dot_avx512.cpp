@@ -177,6 +177,18 @@ struct Q6KZ {
   };
 };
 
+// acc + d da sum - dmin da (mins . bsums) for one weight block against the q8_k
+// activation block at `ab` (da its scale): the k-quants with a min (q2_k, q4_k, q5_k).
+// The mins term has 8 lanes, zero-extended into the accumulator: its upper lanes add
+// exact zeros.
+QZ_INLINE __m512 add_block_with_mins(__m512 acc, __m512 d, __m512 dmin, __m512i sum, __m256i mins,
+                                     const uint8_t* ab) {
+  const __m512 da = _mm512_set1_ps(f32_at(ab));
+  const __m256i msum = _mm256_madd_epi16(load256(ab + kActQ8KBsums), mins);
+  acc = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(sum), acc);
+  return _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)), acc);
+}
+
 // q2_k and q3_k: per 128 elements (a chunk), 32 quant bytes hold four 2-bit planes (plane
 // j: elements 32j..32j+31 of the chunk); q3_k adds bit 4c + j of hmask[l] as the third
 // bit of element l of plane j. A zmm takes two planes: the quant bytes (and the hmask)
@@ -257,14 +269,7 @@ struct KPlanesZ {
         } else {
           const __m512 d = _mm512_set1_ps(f16(wb + 80));
           const __m512 dmin = _mm512_set1_ps(f16(wb + 82));
-          for (int t = 0; t < Nt; ++t) {
-            const uint8_t* ab = acts.rows[t] + at;
-            const __m512 da = _mm512_set1_ps(f32_at(ab));
-            const __m256i msum = _mm256_madd_epi16(mins, load256(ab + kActQ8KBsums));
-            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(sum[t]), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)),
-                                      acc[t]);
-          }
+          for (int t = 0; t < Nt; ++t) acc[t] = add_block_with_mins(acc[t], d, dmin, sum[t], mins, acts.rows[t] + at);
         }
       }
       for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]);
@@ -453,11 +458,7 @@ QZ_INLINE void k4_z(const uint8_t* w, const ActTile& acts, int64_t blocks, float
       sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(hi[0], load512(qa + 64)), s_hi[0]);
       sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(lo[1], load512(qa + 128)), s_lo[1]);
       sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(hi[1], load512(qa + 192)), s_hi[1]);
-      const uint8_t* ab = acts.rows[t] + static_cast<size_t>(b) * kActQ8K;
-      const __m512 da = _mm512_set1_ps(f32_at(ab));
-      const __m256i msum = _mm256_madd_epi16(load256(ab + kActQ8KBsums), mins);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(sum), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(_mm512_zextsi256_si512(msum)), acc[t]);
+      acc[t] = add_block_with_mins(acc[t], d, dmin, sum, mins, acts.rows[t] + static_cast<size_t>(b) * kActQ8K);
     }
   }
   for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]);
