@@ -86,22 +86,18 @@ class LogitBias final : public SamplerStage {
     // This stage runs first, on the list run_chain builds: token i at index i, every
     // logit finite. So each bias is one add (this runs for every token of every sequence
     // a server samples: a lookup per vocabulary entry cost it 2-3% of a batched pass),
-    // and only a biased logit can have become -inf. The scan is the fallback should a
-    // list ever arrive in another order.
+    // ids outside the vocabulary change nothing, and only a biased logit can have
+    // become -inf.
     bool banned = false;
-    const auto add = [&banned](Candidate& c, float value) {
-      c.logit += value;
-      banned = banned || (std::isinf(c.logit) && c.logit < 0);
-    };
     for (const auto& [id, value] : bias_) {
       const auto at = static_cast<size_t>(id);
-      if (id >= 0 && at < list.items.size() && list.items[at].id == id) {
-        add(list.items[at], value);
-        continue;
+      if (id < 0 || at >= list.items.size()) continue;
+      Candidate& c = list.items[at];
+      if (c.id != id) {
+        throw Error(ErrorCode::internal, "logit bias: the candidates are not in token order (the stage must run first)");
       }
-      for (auto& c : list.items) {
-        if (c.id == id) add(c, value);
-      }
+      c.logit += value;
+      banned = banned || (std::isinf(c.logit) && c.logit < 0);
     }
     if (banned) {
       // -inf bans: drop the token altogether.
