@@ -28,7 +28,6 @@ double matrix_params(const loom::ModelConfig& c);
 
 // "a,b,c" -> {"a", "b", "c"} (the benchmarks' list flags).
 std::vector<std::string> split(const std::string& s);
-// The middle value (the upper one of an even count).
-using ::loom::median;  // common/median.hpp
+using ::loom::median;  // common/median.hpp: the middle value, the mean of two for an even count
 
 }  // namespace loom::bench
