@@ -219,6 +219,7 @@ class LookupDrafter final : public Drafter {
         // the drafts of the random benchmark models averaged 2 tokens.
         const size_t from = s + g;
         out.tokens.clear();
+        out.tokens.reserve(static_cast<size_t>(max_tokens));  // the loop reads its own tokens
         for (size_t j = 0; j < static_cast<size_t>(max_tokens); ++j) {
           const size_t at = from + j;
           out.tokens.push_back(at < n ? context[at] : out.tokens[at - n]);
