@@ -171,7 +171,13 @@ typedef struct loom_load_params {
   loom_log_fn log;        /* NULL: loom's default stderr logger */
   void *log_user;
   int32_t log_level;      /* LOOM_LOG_*; default INFO */
+  /* -- appended: repacking (older, smaller structs leave it OFF) -- */
+  int32_t repack;         /* LOOM_REPACK_OFF (default): weights as stored, zero-copy where
+                             they fit; LOOM_REPACK_AUTO: copy matrices into the layout their
+                             kernel reads fastest where this CPU has one (q8_0, AVX-512 VNNI) */
 } loom_load_params;
+#define LOOM_REPACK_OFF 0
+#define LOOM_REPACK_AUTO 1
 
 LOOM_API void loom_load_params_init(loom_load_params *p);
 LOOM_API void loom_load_params_init_sized(loom_load_params *p, size_t size);

@@ -76,6 +76,10 @@ LOOM_API loom_status loom_model_load(const char* path, const loom_load_params* p
     options.strict = p.strict != 0;
     if (p.n_threads > 0) options.threads = p.n_threads;
     options.load_tokenizer = p.load_tokenizer != 0;
+    if (p.repack != LOOM_REPACK_OFF && p.repack != LOOM_REPACK_AUTO) {
+      throw loom::Error(loom::ErrorCode::invalid_argument, "unknown repack mode " + std::to_string(p.repack));
+    }
+    options.repack = p.repack == LOOM_REPACK_AUTO ? loom::RepackMode::automatic : loom::RepackMode::off;
     if (p.progress != nullptr) {
       options.progress = [fn = p.progress, user = p.progress_user](double f, std::string_view tensor) {
         const std::string name(tensor);

@@ -15,6 +15,7 @@
 #include "loom/generation_defaults.hpp"
 #include "loom/manifest.hpp"
 #include "loom/shape.hpp"
+#include "loom/tensor.hpp"
 
 namespace loom {
 
@@ -31,6 +32,10 @@ struct TensorLoadRecord {
   bool zero_copy = false;     // a view into the mapped file
   bool tied = false;          // shares token_embd's storage
   ConvertStats conversion;    // NaN / Inf / clamp counts of the conversion
+  // Kernel-native layout it was repacked into after loading (LoadOptions::repack), or
+  // Packing::none; the copy's bytes count as owned, and how long the shuffle took.
+  Packing packing = Packing::none;
+  double repack_seconds = 0.0;
 };
 
 struct MemoryUsage {
@@ -54,6 +59,7 @@ struct LoadReport {
   int64_t loaded_tensors = 0;    // slots filled (tied ones included)
   int64_t zero_copy_tensors = 0;
   int64_t converted_tensors = 0;
+  int64_t repacked_tensors = 0;   // of the converted ones: owned copies in a kernel-native layout
   std::vector<TensorLoadRecord> tensors;
   std::vector<std::string> tied;          // "output -> token_embd"
   std::vector<ManifestProblem> warnings;  // tolerated problems (lenient extras, ...)

@@ -37,8 +37,17 @@ struct FileExpectation {
   std::string sha256;  // lowercase hex; empty: not checked
 };
 
+// Whether projection matrices are copied into the layout their kernel reads fastest
+// (Layout::repacked, loom::Packing) after loading.
+enum class RepackMode : uint8_t {
+  off,        // keep every weight as stored (zero-copy views where the dtype fits)
+  automatic,  // repack the matrices whose dtype has a kernel-native layout on this CPU
+              // (today q8_0 with AVX-512 VNNI): an owned copy instead of a mapped view
+};
+
 struct LoadOptions {
   IoMode io_mode = IoMode::automatic;
+  RepackMode repack = RepackMode::off;
   // Dtype of projection and embedding matrices in memory; nullopt keeps what is stored.
   std::optional<DType> target_dtype;
   bool strict = false;  // true: unexpected tensors fail the load too

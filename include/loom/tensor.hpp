@@ -33,6 +33,16 @@ enum class Layout : uint8_t {
 };
 std::string_view layout_name(Layout layout) noexcept;
 
+// The kernel tag of a Layout::repacked tensor: which interleaving its bytes follow (the
+// table in src/tensor/packing.cpp says, per packing, its dtype, panel height and bytes).
+// Tensors of any other layout have Packing::none. A load option (LoadOptions::repack)
+// makes them; the exporter and the pack writer turn them back into rows.
+enum class Packing : uint8_t {
+  none = 0,
+  q8_0_x16 = 1,  // q8_0 in panels of 16 rows: 4 columns of each row side by side
+};
+std::string_view packing_name(Packing packing) noexcept;
+
 class Storage {
  public:
   static constexpr size_t kAlignment = 64;
@@ -77,6 +87,10 @@ class Tensor {
   // the shape needs run past the storage.
   Tensor(std::shared_ptr<Storage> storage, uint64_t byte_offset, Shape shape, DType dtype,
          Layout layout = Layout::row_major);
+  // A Layout::repacked tensor of logical shape `shape` whose bytes follow `packing`
+  // (which must match dtype; its nbytes() is the packing's, rows padded to whole panels).
+  static Tensor packed(std::shared_ptr<Storage> storage, uint64_t byte_offset, Shape shape, DType dtype,
+                       Packing packing);
 
   // A new owned, contiguous tensor (uninitialised / zero-filled).
   static Tensor empty(const Shape& shape, DType dtype, Layout layout = Layout::row_major);
@@ -87,6 +101,7 @@ class Tensor {
   const Strides& strides() const noexcept { return strides_; }
   DType dtype() const noexcept { return dtype_; }
   Layout layout() const noexcept { return layout_; }
+  Packing packing() const noexcept { return packing_; }
   Device device() const noexcept { return storage_ ? storage_->device() : Device::cpu; }
   int64_t numel() const { return shape_.numel(); }
   // Bytes of the elements (a contiguous tensor's footprint).
@@ -108,7 +123,8 @@ class Tensor {
   }
 
   // Views (no copy). slice() keeps `length` entries of `axis` from `start`; for
-  // quantized dtypes only whole rows can be sliced (any axis but the last).
+  // quantized dtypes only whole rows can be sliced (any axis but the last). A repacked
+  // tensor is not sliced, reshaped or transposed (its rows are interleaved): they throw.
   Tensor slice(int axis, int64_t start, int64_t length) const;
   // Same elements, new shape; the tensor must be contiguous and numel must match.
   Tensor reshape(const Shape& shape) const;
@@ -129,6 +145,7 @@ class Tensor {
   Strides strides_;
   DType dtype_ = DType::f32;
   Layout layout_ = Layout::row_major;
+  Packing packing_ = Packing::none;
 };
 
 }  // namespace loom

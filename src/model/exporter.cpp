@@ -16,6 +16,7 @@
 #include "model/config_fields.hpp"
 #include "model/rope_frequencies.hpp"
 #include "model/rope_order.hpp"
+#include "tensor/packing.hpp"
 
 namespace loom {
 
@@ -88,7 +89,8 @@ std::vector<NamedTensor> external_tensors(const ModelConfig& config, const Model
   auto slot_tensor = [&](const slots::WeightSlot& slot, int64_t layer) -> std::optional<Tensor> {
     if (!slot.needed(config)) return std::nullopt;
     if (slot.per_layer != (layer >= 0)) return std::nullopt;
-    Tensor t = slots::tensor_of(w, slot, layer < 0 ? 0 : layer);
+    // A matrix loaded in a kernel-native layout is exported as rows.
+    Tensor t = unpack(slots::tensor_of(w, slot, layer < 0 ? 0 : layer));
     if (!t.defined()) return std::nullopt;
     if (slots::is_vector(slot.role)) {
       t = with_dtype(t, DType::f32);

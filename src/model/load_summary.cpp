@@ -8,6 +8,7 @@
 #include "loom/model.hpp"
 #include "model/weight_slots.hpp"
 #include "tensor/kernel_registry.hpp"
+#include "tensor/packing.hpp"
 
 namespace loom::load {
 
@@ -80,7 +81,9 @@ void summarize(Plan& plan, const Manifest& manifest, const ModelConfig& config, 
     if (rec.external_name.empty() && rec.file.empty()) continue;
     ++report.loaded_tensors;
     if (rec.tied) continue;
-    const int64_t bytes = dtype_bytes(rec.dtype, rec.shape.numel(), rec.shape.row_length());
+    const int64_t bytes = rec.packing != Packing::none ? packed_nbytes(rec.packing, rec.shape)
+                                                       : dtype_bytes(rec.dtype, rec.shape.numel(), rec.shape.row_length());
+    if (rec.packing != Packing::none) ++report.repacked_tensors;
     if (rec.zero_copy) {
       report.memory.mapped_weight_bytes += bytes;
       ++report.zero_copy_tensors;

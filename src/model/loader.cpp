@@ -17,6 +17,7 @@
 #include "loom/tokenizer.hpp"
 #include "model/load_inputs.hpp"
 #include "model/load_plan.hpp"
+#include "model/load_repack.hpp"
 #include "model/load_stream.hpp"
 #include "model/load_summary.hpp"
 
@@ -103,6 +104,7 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
 
   // Report: tied aliases, statistics, memory, the tokenizer.
   load::alias_tied(manifest, config, weights, plan.records, *report, log);
+  load::repack_weights(options, weights, plan.records, *pool);
   load::summarize(plan, manifest, config, options, streamed.transient_peak_bytes, *report);
 
   std::shared_ptr<const Tokenizer> tokenizer;

@@ -25,6 +25,7 @@
 #include "loom/tokenizer.hpp"
 #include "model/quant_recipe.hpp"
 #include "model/weight_slots.hpp"
+#include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
 namespace fs = std::filesystem;
@@ -85,8 +86,10 @@ std::string source_revision(const fs::path& src) {
 // ---- conversion of one tensor into pack bytes ----
 
 // `quantize_to`: the recipe's dtype for this matrix (nullopt: no quantization).
-Tensor pack_bytes_of(const Tensor& t, bool is_vector, const PackOptions& o, std::optional<DType> quantize_to,
+Tensor pack_bytes_of(const Tensor& stored, bool is_vector, const PackOptions& o, std::optional<DType> quantize_to,
                      std::string& dtype_note) {
+  // A matrix loaded in a kernel-native layout is written as rows (the pack's layout).
+  const Tensor t = unpack(stored);
   if (is_vector) {
     return t.dtype() == DType::f32 ? t : [&] {
       Tensor out = Tensor::empty(t.shape(), DType::f32);

@@ -7,6 +7,8 @@
 #include "loom/error.hpp"
 #include "loom/speculative.hpp"
 #include "model/weight_slots.hpp"
+#include "runtime/kernels/linear.hpp"
+#include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
 namespace loom {
@@ -15,8 +17,9 @@ namespace {
 
 // `t` in `dtype`; a matrix whose rows are not whole blocks of a block type stays as it is
 // (as loom convert --quantize does).
-Tensor converted(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
+Tensor converted(const Tensor& stored, DType dtype) {
+  if (stored.dtype() == dtype) return stored;
+  const Tensor t = unpack(stored);  // a packed target matrix: its rows
   const auto n = static_cast<size_t>(t.numel());
   if (is_quantized(dtype)) {
     if (t.shape().row_length() % dtype_traits(dtype).block_elems != 0) return t;
@@ -49,6 +52,15 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
   const ModelConfig& c = target.config();
   ModelWeights w = target.weights();  // shares every tensor; the matrices are replaced below
   const Tensor embd_before = w.token_embd;
+  // A target loaded with packed matrices (LoadOptions::repack) gets a draft packed the
+  // same way where its dtype has a kernel-native layout: the copy is owned either way.
+  bool target_packed = false;
+  for (const auto& slot : slots::all_slots()) {
+    if (slot.role != slots::Role::matrix || !slot.needed(c)) continue;
+    for (int64_t l = 0; l < (slot.per_layer ? c.n_layers : 1); ++l) {
+      target_packed = target_packed || slots::tensor_of(w, slot, l).packing() != Packing::none;
+    }
+  }
   for (const auto& slot : slots::all_slots()) {
     if (slots::is_vector(slot.role) || !slot.needed(c)) continue;
     const int64_t layers = slot.per_layer ? c.n_layers : 1;
@@ -58,6 +70,10 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
       // A tied output keeps sharing the (converted) embedding.
       if (slot.ties_to != slots::Slot::none && t.raw_data() == embd_before.raw_data()) continue;
       t = converted(t, dtype);
+      const Packing packing = kernels::preferred_packing(t.dtype());
+      if (target_packed && slot.role == slots::Role::matrix && t.packing() == Packing::none && can_pack(t, packing)) {
+        t = pack(t, packing);
+      }
     }
   }
   if (w.output.defined() && w.output.raw_data() == embd_before.raw_data()) w.output = w.token_embd;

@@ -10,7 +10,7 @@ const KernelRegistry& kernel_registry() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
     detail::register_kernels(r);
-    if (r.matrix_supports == nullptr) {
+    if (r.matrix_supports == nullptr || r.preferred_packing == nullptr) {
       throw Error(ErrorCode::internal, "the runtime registered no matrix kernels (src/compose.cpp)");
     }
     return r;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "loom/dtype.hpp"
+#include "loom/tensor.hpp"
 
 namespace loom {
 
@@ -21,6 +22,9 @@ namespace loom {
 struct KernelRegistry {
   // True when the runtime's matrix kernel (kernels::linear) handles weights of `dtype`.
   bool (*matrix_supports)(DType dtype) noexcept = nullptr;
+  // The kernel-native layout (tensor/packing.hpp) the matrix kernel prefers for weights
+  // of `dtype` on this CPU, or Packing::none (the loader's LoadOptions::repack asks).
+  Packing (*preferred_packing)(DType dtype) noexcept = nullptr;
 };
 
 // The filled registry. Throws Error(internal) when registration left an entry unset.

@@ -8,6 +8,7 @@
 
 #include "common/checked.hpp"
 #include "loom/error.hpp"
+#include "tensor/packing.hpp"
 
 namespace loom {
 
@@ -39,6 +40,8 @@ std::string_view layout_name(Layout layout) noexcept {
   }
   return "unknown";
 }
+
+std::string_view packing_name(Packing packing) noexcept { return packing_info(packing).name; }
 
 // ---- Storage ----
 
@@ -141,6 +144,31 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, uint64_t byte_offset, Shape sha
   }
 }
 
+Tensor Tensor::packed(std::shared_ptr<Storage> storage, uint64_t byte_offset, Shape shape, DType dtype,
+                      Packing packing) {
+  const PackingInfo& info = packing_info(packing);
+  if (packing == Packing::none || info.dtype != dtype || shape.rank() != 2 || shape[1] % info.block_cols != 0) {
+    throw Error(ErrorCode::invalid_argument, "a " + std::string(dtype_name(dtype)) + shape.to_string() +
+                                                 " tensor cannot have the packing " + std::string(info.name));
+  }
+  Tensor out;
+  out.storage_ = std::move(storage);
+  out.byte_offset_ = byte_offset;
+  out.shape_ = shape;
+  out.strides_ = contiguous_strides(shape);
+  out.dtype_ = dtype;
+  out.layout_ = Layout::repacked;
+  out.packing_ = packing;
+  if (!out.storage_) throw Error(ErrorCode::invalid_argument, "tensor needs a storage");
+  const auto need = static_cast<uint64_t>(out.nbytes());
+  if (byte_offset > out.storage_->size() || need > out.storage_->size() - byte_offset) {
+    throw Error(ErrorCode::invalid_argument, "packed tensor of " + std::to_string(need) + " bytes at offset " +
+                                                 std::to_string(byte_offset) + " exceeds its storage of " +
+                                                 std::to_string(out.storage_->size()) + " bytes");
+  }
+  return out;
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Layout layout) {
   const int64_t bytes = dtype_bytes(dtype, shape.numel(), shape.row_length());
   return Tensor(Storage::allocate(static_cast<size_t>(bytes)), 0, shape, dtype, layout);
@@ -152,7 +180,10 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Layout layout) {
   return t;
 }
 
-int64_t Tensor::nbytes() const { return dtype_bytes(dtype_, shape_.numel(), shape_.row_length()); }
+int64_t Tensor::nbytes() const {
+  if (packing_ != Packing::none) return packed_nbytes(packing_, shape_);
+  return dtype_bytes(dtype_, shape_.numel(), shape_.row_length());
+}
 
 bool Tensor::is_contiguous() const noexcept { return strides_ == contiguous_strides(shape_); }
 
@@ -165,7 +196,16 @@ void* Tensor::mutable_raw_data() {
   return storage_->mutable_data() + byte_offset_;
 }
 
+namespace {
+void refuse_packed(const Tensor& t, std::string_view what) {
+  if (t.packing() == Packing::none) return;
+  throw Error(ErrorCode::invalid_argument, "cannot " + std::string(what) + " a repacked tensor (" +
+                                               std::string(packing_name(t.packing())) + "): unpack it first");
+}
+}  // namespace
+
 Tensor Tensor::slice(int axis, int64_t start, int64_t length) const {
+  refuse_packed(*this, "slice");
   if (axis < 0 || axis >= shape_.rank()) {
     throw Error(ErrorCode::invalid_argument, "slice axis " + std::to_string(axis) +
                                                  " out of range for " + shape_.to_string());
@@ -207,6 +247,7 @@ Tensor Tensor::slice(int axis, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
+  refuse_packed(*this, "reshape");
   if (!is_contiguous()) {
     throw Error(ErrorCode::invalid_argument, "reshape needs a contiguous tensor");
   }
@@ -226,6 +267,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::transpose2d() const {
+  refuse_packed(*this, "transpose");
   if (shape_.rank() != 2) throw Error(ErrorCode::invalid_argument, "transpose2d needs rank 2");
   if (is_quantized(dtype_)) {
     throw Error(ErrorCode::invalid_argument, "cannot transpose a block-quantized tensor");
@@ -238,6 +280,7 @@ Tensor Tensor::transpose2d() const {
 }
 
 Tensor Tensor::with_layout(Layout layout) const {
+  refuse_packed(*this, "relabel the layout of");
   Tensor out = *this;
   out.layout_ = layout;
   return out;
@@ -245,6 +288,11 @@ Tensor Tensor::with_layout(Layout layout) const {
 
 Tensor Tensor::copy() const {
   if (!defined()) return {};
+  if (packing_ != Packing::none) {
+    Tensor out = packed(Storage::allocate(static_cast<size_t>(nbytes())), 0, shape_, dtype_, packing_);
+    std::memcpy(out.mutable_raw_data(), raw_data(), static_cast<size_t>(nbytes()));
+    return out;
+  }
   Tensor out = empty(shape_, dtype_, layout_);
   if (is_contiguous()) {
     std::memcpy(out.mutable_raw_data(), raw_data(), static_cast<size_t>(nbytes()));
@@ -270,8 +318,9 @@ Tensor Tensor::copy() const {
 }
 
 std::string Tensor::describe() const {
-  return std::string(dtype_name(dtype_)) + shape_.to_string() + " " +
-         std::string(layout_name(layout_)) + " " + std::string(device_name(device()));
+  std::string layout(layout_name(layout_));
+  if (packing_ != Packing::none) layout += "(" + std::string(packing_name(packing_)) + ")";
+  return std::string(dtype_name(dtype_)) + shape_.to_string() + " " + layout + " " + std::string(device_name(device()));
 }
 
 }  // namespace loom

@@ -190,6 +190,13 @@ TEST_CASE("batch families: small-quant in every GGUF type decodes batched bit-id
   }
 }
 
+TEST_CASE("batch families: small-quant q8_0 with packed projections decodes batched bit-identically") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  loom::LoadOptions o = t::quiet_load_options();
+  o.repack = loom::RepackMode::automatic;
+  check_model(loom::load_model(ref / "models" / "small-quant" / "small-quant-q8_0.gguf", o), "small-quant-q8_0 repacked");
+}
+
 TEST_CASE("batch families: packs quantized by loom (gq4, q4_k, q8_0) decode batched bit-identically") {
   LOOM_REQUIRE_REFERENCE(ref);
   t::TempDir tmp;

@@ -32,6 +32,10 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
             int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
             bool bf16_activations = false);
 
+// The packing (kernel-native layout) linear() runs fastest on for weights of `dtype` on
+// this CPU at the current ISA cap, or Packing::none. Packed weights (w.packing()) go to
+// their own kernel (runtime/kernels/packed_q8_0.hpp).
+Packing preferred_packing(DType dtype) noexcept;
 // True when linear() has a kernel for weights of this dtype.
 bool linear_supports(DType dtype) noexcept;
 

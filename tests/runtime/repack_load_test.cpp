@@ -1,0 +1,131 @@
+// LoadOptions::repack on a real GGUF (llama.cpp's q8_0 small-quant): which matrices are
+// packed and what the report says, logits against llama.cpp's, batch invariance, and
+// that the exporter, the pack writer and a draft copy see the rows, not the panels.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "loom/batch.hpp"
+#include "loom/cpu.hpp"
+#include "loom/loader.hpp"
+#include "loom/pack.hpp"
+#include "loom/session.hpp"
+#include "loom/speculative.hpp"
+#include "model/weight_slots.hpp"
+#include "runtime/kernels/linear.hpp"
+#include "support/reference_data.hpp"
+#include "support/test_support.hpp"
+#include "tensor/packing.hpp"
+
+namespace fs = std::filesystem;
+namespace t = loom::test;
+
+namespace {
+
+loom::LoadOptions repack_options(loom::RepackMode mode) {
+  loom::LoadOptions o = t::quiet_load_options();
+  o.repack = mode;
+  return o;
+}
+
+bool native() { return loom::kernels::preferred_packing(loom::DType::q8_0) == loom::Packing::q8_0_x16; }
+
+// Every matrix and embedding of two models, as rows, byte for byte.
+void check_same_rows(const loom::Model& a, const loom::Model& b) {
+  for (const auto& slot : loom::slots::all_slots()) {
+    if (loom::slots::is_vector(slot.role) || !slot.needed(a.config())) continue;
+    for (int64_t l = 0; l < (slot.per_layer ? a.config().n_layers : 1); ++l) {
+      const loom::Tensor x = loom::unpack(loom::slots::tensor_of(a.weights(), slot, l));
+      const loom::Tensor y = loom::unpack(loom::slots::tensor_of(b.weights(), slot, l));
+      INFO(loom::slots::full_name(slot, l));
+      REQUIRE(x.dtype() == y.dtype());
+      REQUIRE(x.nbytes() == y.nbytes());
+      CHECK(std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.nbytes())) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("repack: a q8_0 GGUF loads its projections packed, reports them and matches llama.cpp") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const fs::path dir = ref / "models" / "small-quant";
+  const auto plain = loom::load_model(dir / "small-quant-q8_0.gguf", repack_options(loom::RepackMode::off));
+  const auto packed = loom::load_model(dir / "small-quant-q8_0.gguf", repack_options(loom::RepackMode::automatic));
+  const loom::LoadReport& report = *packed->load_report();
+  CHECK(plain->load_report()->repacked_tensors == 0);
+  if (!native()) {
+    WARN("SKIPPED: this CPU has no AVX-512 VNNI, so nothing is packed");
+    CHECK(report.repacked_tensors == 0);
+    return;
+  }
+  // 4 layers x 7 projections and the untied output; the embedding stays rows.
+  CHECK(report.repacked_tensors == 29);
+  CHECK(packed->weights().token_embd.packing() == loom::Packing::none);
+  CHECK(packed->weights().output.packing() == loom::Packing::q8_0_x16);
+  CHECK(packed->weights().layers[0].ffn_down.packing() == loom::Packing::q8_0_x16);
+  for (const auto& rec : report.tensors) {
+    if (rec.internal_name != "blk.0.ffn_down") continue;
+    CHECK(rec.packing == loom::Packing::q8_0_x16);
+    CHECK_FALSE(rec.zero_copy);
+    CHECK(rec.layout_change == "repacked q8_0_x16");
+  }
+  CHECK(report.memory.owned_weight_bytes > plain->load_report()->memory.owned_weight_bytes);
+  CHECK(report.to_text().find("(29 repacked)") != std::string::npos);
+  CHECK(report.to_json(true).find("\"packing\": \"q8_0_x16\"") != std::string::npos);
+  check_same_rows(*plain, *packed);
+
+  // Logits: within the bound every kernel family meets (reference_models_test.cpp);
+  // the packed sums follow ggml's generic order, so measured 0.
+  const auto ids = t::read_ids(dir / "logits" / "story.ids.txt");
+  const auto expected = t::read_logits(dir / "logits" / "story.q8_0.logits.txt");
+  loom::SessionOptions so;
+  so.all_logits = true;
+  so.context_length = 64;
+  loom::Session s(packed, so);
+  s.prefill(ids);
+  double worst = 0.0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto got = s.logits_at(static_cast<int64_t>(i));
+    const double err = t::relative_l2(got, expected[i]);
+    worst = std::max(worst, err);
+    CHECK(err < 3e-2);
+  }
+  WARN("small-quant q8_0 packed: worst relative L2 against llama.cpp " << worst);
+
+  // Prefill and one-token decode give the same bits for a position (batch invariance).
+  loom::Session step(packed, so);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    step.prefill(std::span<const int32_t>(&ids[i], 1));
+    const auto a = step.logits_at(0);  // the one row of this pass
+    const auto b = s.logits_at(static_cast<int64_t>(i));
+    REQUIRE(a.size() == b.size());
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("repack: packs written from a packed load hold rows, and draft copies of a packed target are the same") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const fs::path src = ref / "models" / "small-quant" / "small-quant-q8_0.gguf";
+  t::TempDir tmp;
+  loom::PackOptions off, on;
+  off.load = repack_options(loom::RepackMode::off);
+  on.load = repack_options(loom::RepackMode::automatic);
+  loom::write_pack(src, tmp / "off", off);
+  loom::write_pack(src, tmp / "on", on);
+  const auto a = loom::load_model(tmp / "off", repack_options(loom::RepackMode::off));
+  const auto b = loom::load_model(tmp / "on", repack_options(loom::RepackMode::off));
+  check_same_rows(*a, *b);
+
+  const auto plain = loom::load_model(src, repack_options(loom::RepackMode::off));
+  const auto packed = loom::load_model(src, repack_options(loom::RepackMode::automatic));
+  for (const auto dtype : {loom::DType::q4_k, loom::DType::q8_0, loom::DType::f16}) {
+    INFO(loom::dtype_name(dtype));
+    const auto d1 = loom::make_draft_copy(*plain, dtype);
+    const auto d2 = loom::make_draft_copy(*packed, dtype);
+    check_same_rows(*d1, *d2);
+    if (native() && dtype == loom::DType::q8_0) CHECK(d2->weights().layers[1].attn_q.packing() == loom::Packing::q8_0_x16);
+  }
+}
