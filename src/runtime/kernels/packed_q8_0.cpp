@@ -164,6 +164,27 @@ void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_
   }
 }
 
+// The sum of each of `nb` q8_0 blocks' 32 signed quants (blocks 34 bytes apart, quants
+// from byte 2): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW against zero,
+// minus 32 * 128. Exact integers, so any family's sums are the same.
+LOOM_TARGET_AVX2 void block_sums_avx2(const uint8_t* blocks, int64_t nb, int32_t* out) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + b * kActBlockBytes + 2));
+    const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    out[b] = static_cast<int32_t>(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+  }
+}
+
+void block_sums_scalar(const uint8_t* blocks, int64_t nb, int32_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(blocks[b * kActBlockBytes + 2 + k]);
+    out[b] = sum;
+  }
+}
+
 // The activations of one call, quantized (q8_0 blocks, bit for bit what the row-major
 // q8_0 kernels consume) with each block's scale widened and its correction.
 struct ActBuffers {
@@ -182,18 +203,22 @@ Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, 
   auto* blocks_base = reinterpret_cast<uint8_t*>(buf.blocks.data());
   float* da = buf.da.data();
   int32_t* corr = buf.corr.data();
+  const bool avx2 = active_isa() >= Isa::avx2;
   auto rows = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* blocks = blocks_base + t * row_bytes;
       quant::quantize_activations(DType::q8_0, x + t * x_stride, blocks, cols);
+      int32_t* c = corr + t * nb;
+      if (avx2) {
+        block_sums_avx2(blocks, nb, c);
+      } else {
+        block_sums_scalar(blocks, nb, c);
+      }
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* block = blocks + b * kActBlockBytes;
         uint16_t h;
-        std::memcpy(&h, block, 2);
-        int32_t sum = 0;
-        for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(block[2 + k]);
+        std::memcpy(&h, blocks + b * kActBlockBytes, 2);
         da[t * nb + b] = f16_to_f32_scalar(h);
-        corr[t * nb + b] = -128 * sum;
+        c[b] *= -128;
       }
     }
   };
