@@ -12,6 +12,7 @@
 
 #include "loom.h"
 #include "loom.hpp"
+#include "loom/cpu.hpp"
 #include "loom/demo.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
@@ -651,4 +652,32 @@ TEST_CASE("C API: loom_model_generation_defaults fills what generation_config.js
   CHECK(gp.max_tokens == 128);
   loom_model_free(plain);
   CHECK(loom_model_generation_defaults(nullptr, &sp, &gp) == LOOM_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("C API: loom_load_params.repack packs q8_0 projections where the CPU has the kernel, and refuses unknown modes") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const fs::path path = ref / "models" / "small-quant" / "small-quant-q8_0.gguf";
+  loom_load_params p;
+  loom_load_params_init(&p);
+  CHECK(p.repack == LOOM_REPACK_OFF);
+  p.log_level = LOOM_LOG_WARN;
+  p.repack = LOOM_REPACK_AUTO;
+  loom_model* m = load(path, &p);
+  size_t len = 0;
+  REQUIRE(loom_model_load_report(m, 1, nullptr, 0, &len) == LOOM_OK);  // the size
+  std::string report(len, '\0');
+  REQUIRE(loom_model_load_report(m, 1, report.data(), report.size() + 1, &len) == LOOM_OK);
+  const bool vnni = loom::best_supported_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
+  CHECK((report.find("\"repacked\": 29") != std::string::npos) == vnni);
+  CHECK((report.find("\"packing\": \"q8_0_x16\"") != std::string::npos) == vnni);
+  loom_model_free(m);
+
+  p.repack = 7;
+  loom_model* bad = nullptr;
+  loom_error* err = nullptr;
+  CHECK(loom_model_load(path.c_str(), &p, &bad, &err) == LOOM_ERR_INVALID_ARGUMENT);
+  CHECK(bad == nullptr);
+  REQUIRE(err != nullptr);
+  CHECK(std::string(loom_error_message(err)).find("unknown repack mode 7") != std::string::npos);
+  loom_error_free(err);
 }
