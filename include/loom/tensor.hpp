@@ -139,6 +139,9 @@ class Tensor {
   std::string describe() const;  // "f32[4, 8] row_major cpu"
 
  private:
+  // Throws Error(invalid_argument) unless nbytes() from byte_offset_ fit the storage.
+  void check_storage() const;
+
   std::shared_ptr<Storage> storage_;
   uint64_t byte_offset_ = 0;
   Shape shape_;

@@ -10,10 +10,6 @@ namespace loom {
 
 namespace {
 
-constexpr std::array<PackingInfo, 2> kPackings{{
-    {Packing::none, "none", DType::f32, 1, 1, 0},
-    {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34},
-}};
 
 // q8_0_x16: the byte of (row r of the panel, column k of block b) and of row r's scale.
 constexpr int64_t kQ8Rows = 16;
@@ -55,8 +51,22 @@ void unpack_q8_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
   }
 }
 
-int64_t panel_bytes(const PackingInfo& info, int64_t cols) {
-  return cols / info.block_cols * info.block_bytes * info.panel_rows;
+constexpr std::array<PackingInfo, 2> kPackings{{
+    {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
+    {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0_panel, unpack_q8_0_panel},
+}};
+
+// Where a packed [rows, cols] matrix's panels lie.
+struct Geometry {
+  int64_t rows;
+  int64_t nb;      // blocks per row
+  int64_t panels;
+  int64_t stride;  // bytes per panel
+};
+
+Geometry geometry(const PackingInfo& info, const Shape& shape) {
+  const int64_t nb = shape[1] / info.block_cols;
+  return {shape[0], nb, (shape[0] + info.panel_rows - 1) / info.panel_rows, nb * info.block_bytes * info.panel_rows};
 }
 
 }  // namespace
@@ -69,10 +79,9 @@ const PackingInfo& packing_info(Packing packing) noexcept {
 }
 
 int64_t packed_nbytes(Packing packing, const Shape& shape) {
-  const PackingInfo& info = packing_info(packing);
   if (packing == Packing::none || shape.rank() != 2) return 0;
-  const int64_t panels = (shape[0] + info.panel_rows - 1) / info.panel_rows;
-  return panels * panel_bytes(info, shape[1]);
+  const Geometry g = geometry(packing_info(packing), shape);
+  return g.panels * g.stride;
 }
 
 bool can_pack(const Tensor& t, Packing packing) noexcept {
@@ -88,19 +97,17 @@ Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool) {
                                                  std::string(packing_info(packing).name));
   }
   const PackingInfo& info = packing_info(packing);
-  const int64_t rows = t.shape()[0], nb = t.shape()[1] / info.block_cols;
-  const int64_t panels = (rows + info.panel_rows - 1) / info.panel_rows;
-  const int64_t stride = panel_bytes(info, t.shape()[1]);
-  Tensor out = Tensor::packed(Storage::allocate(static_cast<size_t>(panels * stride)), 0, t.shape(), t.dtype(), packing);
+  const Geometry g = geometry(info, t.shape());
+  Tensor out = Tensor::packed(Storage::allocate(static_cast<size_t>(g.panels * g.stride)), 0, t.shape(), t.dtype(), packing);
   const auto* src = static_cast<const uint8_t*>(t.raw_data());
   auto* dst = static_cast<uint8_t*>(out.mutable_raw_data());
   auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) pack_q8_0_panel(src, rows, nb, p, dst + p * stride);
+    for (int64_t p = begin; p < end; ++p) info.pack_panel(src, g.rows, g.nb, p, dst + p * g.stride);
   };
   if (pool != nullptr) {
-    pool->parallel_for(panels, 1, [&](int64_t begin, int64_t end, int) { run(begin, end); });
+    pool->parallel_for(g.panels, 1, [&](int64_t begin, int64_t end, int) { run(begin, end); });
   } else {
-    run(0, panels);
+    run(0, g.panels);
   }
   return out;
 }
@@ -108,13 +115,11 @@ Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool) {
 Tensor unpack(const Tensor& t) {
   if (t.packing() == Packing::none) return t;
   const PackingInfo& info = packing_info(t.packing());
-  const int64_t rows = t.shape()[0], nb = t.shape()[1] / info.block_cols;
-  const int64_t panels = (rows + info.panel_rows - 1) / info.panel_rows;
-  const int64_t stride = panel_bytes(info, t.shape()[1]);
+  const Geometry g = geometry(info, t.shape());
   Tensor out = Tensor::empty(t.shape(), t.dtype());
   const auto* src = static_cast<const uint8_t*>(t.raw_data());
   auto* dst = static_cast<uint8_t*>(out.mutable_raw_data());
-  for (int64_t p = 0; p < panels; ++p) unpack_q8_0_panel(src + p * stride, rows, nb, p, dst);
+  for (int64_t p = 0; p < g.panels; ++p) info.unpack_panel(src + p * g.stride, g.rows, g.nb, p, dst);
   return out;
 }
 

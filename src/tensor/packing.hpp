@@ -33,6 +33,10 @@ struct PackingInfo {
   int panel_rows;        // rows interleaved together (the stored rows are a multiple)
   int block_cols;        // columns of one block (cols must be a multiple)
   int block_bytes;       // bytes of one block of one row (scale included)
+  // The byte moves of one panel: rows (n_rows of them, nb blocks each, row-major) to
+  // panel `panel`'s bytes, and back (only the panel's real rows are written).
+  void (*pack_panel)(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out);
+  void (*unpack_panel)(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows);
 };
 
 // The table entry of a packing (Packing::none included).

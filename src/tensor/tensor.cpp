@@ -134,12 +134,16 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, uint64_t byte_offset, Shape sha
       strides_(contiguous_strides(shape)),
       dtype_(dtype),
       layout_(layout) {
+  check_storage();
+}
+
+void Tensor::check_storage() const {
   if (!storage_) throw Error(ErrorCode::invalid_argument, "tensor needs a storage");
   const auto need = static_cast<uint64_t>(nbytes());
   if (byte_offset_ > storage_->size() || need > storage_->size() - byte_offset_) {
     throw Error(ErrorCode::invalid_argument,
-                "tensor of " + std::to_string(need) + " bytes at offset " +
-                    std::to_string(byte_offset_) + " exceeds its storage of " +
+                std::string(packing_ != Packing::none ? "packed " : "") + "tensor of " + std::to_string(need) +
+                    " bytes at offset " + std::to_string(byte_offset_) + " exceeds its storage of " +
                     std::to_string(storage_->size()) + " bytes");
   }
 }
@@ -159,13 +163,7 @@ Tensor Tensor::packed(std::shared_ptr<Storage> storage, uint64_t byte_offset, Sh
   out.dtype_ = dtype;
   out.layout_ = Layout::repacked;
   out.packing_ = packing;
-  if (!out.storage_) throw Error(ErrorCode::invalid_argument, "tensor needs a storage");
-  const auto need = static_cast<uint64_t>(out.nbytes());
-  if (byte_offset > out.storage_->size() || need > out.storage_->size() - byte_offset) {
-    throw Error(ErrorCode::invalid_argument, "packed tensor of " + std::to_string(need) + " bytes at offset " +
-                                                 std::to_string(byte_offset) + " exceeds its storage of " +
-                                                 std::to_string(out.storage_->size()) + " bytes");
-  }
+  out.check_storage();
   return out;
 }
 

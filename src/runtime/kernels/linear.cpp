@@ -116,15 +116,6 @@ void check_weight(const Tensor& w) {
   }
 }
 
-void add_bias(const Tensor* bias, int64_t r0, int64_t r1, int64_t n_tokens, float* y,
-              int64_t y_stride) {
-  if (bias == nullptr) return;
-  const float* b = bias->data<float>();
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    float* row = y + t * y_stride;
-    for (int64_t r = r0; r < r1; ++r) row[r] += b[r];
-  }
-}
 
 void linear_quantized(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens,
                       float* y, int64_t y_stride, ThreadPool& pool, const Tensor* bias) {
@@ -157,6 +148,15 @@ void linear_quantized(const Tensor& w, const float* x, int64_t x_stride, int64_t
 }
 
 }  // namespace
+
+void add_bias(const Tensor* bias, int64_t r0, int64_t r1, int64_t n_tokens, float* y, int64_t y_stride) {
+  if (bias == nullptr) return;
+  const float* b = bias->data<float>();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* row = y + t * y_stride;
+    for (int64_t r = r0; r < r1; ++r) row[r] += b[r];
+  }
+}
 
 void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t r1) {
   const int64_t cols = w.shape()[1];

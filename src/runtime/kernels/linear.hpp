@@ -32,6 +32,9 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
             int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool,
             bool bf16_activations = false);
 
+// y[t * y_stride + r] += bias[r] for rows [r0, r1) of n_tokens (nothing when bias is
+// null): each kernel's share of the rows, inside its parallel section.
+void add_bias(const Tensor* bias, int64_t r0, int64_t r1, int64_t n_tokens, float* y, int64_t y_stride);
 // The packing (kernel-native layout) linear() runs fastest on for weights of `dtype` on
 // this CPU at the current ISA cap, or Packing::none. Packed weights (w.packing()) go to
 // their own kernel (runtime/kernels/packed_q8_0.hpp).

@@ -9,6 +9,7 @@
 #include "loom/convert.hpp"
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
+#include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/quant_dot.hpp"
 #include "tensor/packing.hpp"
 
@@ -261,12 +262,7 @@ void linear_packed_q8_0(const Tensor& w, const Tensor* bias, const float* x, int
     } else {
       scalar_panels(weights, acts, p0, p1, n_tokens, y, y_stride);
     }
-    if (bias == nullptr) return;
-    const int64_t r0 = p0 * kPanelRows, r1 = std::min(weights.rows, p1 * kPanelRows);
-    const float* b = bias->data<float>();
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t r = r0; r < r1; ++r) y[t * y_stride + r] += b[r];
-    }
+    add_bias(bias, p0 * kPanelRows, std::min(weights.rows, p1 * kPanelRows), n_tokens, y, y_stride);
   });
 }
 
