@@ -5,6 +5,7 @@
 // set_isa_cap() (tests use it to check each kernel family against the scalar one).
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,6 +35,9 @@ std::string_view isa_name(Isa isa) noexcept;
 Isa best_supported_isa() noexcept;
 // The level kernels use now: min(best supported, cap).
 Isa active_isa() noexcept;
+// The active level with the extensions loom's kernels pick by (e.g. "avx512+vnni+bf16",
+// "avx2+avxvnni", "scalar"): what a kernel-native layout was chosen for.
+std::string isa_description();
 // Every level this CPU supports, lowest first (for tests).
 std::vector<Isa> supported_isas();
 // Caps the level (clamped to what the CPU supports). Not thread-safe against running

@@ -113,6 +113,10 @@ struct TensorRecord {
   // byte; the elements lie within [offset, offset + span_bytes).
   std::optional<Strides> strides;
   uint64_t span_bytes = 0;  // bytes the stored elements cover (== nbytes when contiguous)
+  // A kernel-native layout the bytes are stored in (only loom packs written with
+  // --repack have them): `shape` stays the logical [rows, cols], `nbytes` is the
+  // packing's size, and load() returns a Layout::repacked tensor.
+  Packing packing = Packing::none;
 
   bool is_contiguous() const noexcept { return !strides.has_value(); }
 };

@@ -36,6 +36,10 @@ struct TensorLoadRecord {
   // Packing::none; the copy's bytes count as owned, and how long the shuffle took.
   Packing packing = Packing::none;
   double repack_seconds = 0.0;
+  // The kernel-native layout the source stored it in (a loom pack written with
+  // --repack), or Packing::none. Kept as a mapped view (packing == stored_packing,
+  // zero_copy) where this CPU's kernels read that layout, else unpacked to rows.
+  Packing stored_packing = Packing::none;
 };
 
 struct MemoryUsage {
@@ -60,6 +64,7 @@ struct LoadReport {
   int64_t zero_copy_tensors = 0;
   int64_t converted_tensors = 0;
   int64_t repacked_tensors = 0;   // of the converted ones: owned copies in a kernel-native layout
+  int64_t stored_packed_tensors = 0;  // of the zero-copy ones: mapped in the packed layout a pack stored
   std::vector<TensorLoadRecord> tensors;
   std::vector<std::string> tied;          // "output -> token_embd"
   std::vector<ManifestProblem> warnings;  // tolerated problems (lenient extras, ...)

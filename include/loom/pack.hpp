@@ -8,7 +8,8 @@
 //                   the source revision when the model directory carries one, converter
 //                   version, options and time)
 //   config.json     the model's config (Hugging Face keys)
-//   data-NNNNN.bin  tensor bytes in internal names and layouts, each tensor 64-byte aligned
+//   data-NNNNN.bin  tensor bytes in internal names and layouts (rows, or a kernel-native
+//                   packing with PackOptions::repack), each tensor 64-byte aligned
 //   tokenizer.json / tokenizer_config.json, or tokenizer.gguf (a vocab-only GGUF), when
 //                   the source had a tokenizer
 // Loading a pack is pure mmap with zero conversion (load_model detects packs).
@@ -41,6 +42,11 @@ struct PackOptions {
   // docs/cli-and-packs.md has the table.
   std::string quantize;
   int group_size = 0;                  // gq8 / gq4 group: 32, 64 or 128; 0 = 32
+  // automatic: store each projection matrix whose dtype has a kernel-native layout on
+  // this CPU in that layout (the tensor's "packing" in the index, the ISA in the
+  // provenance's "repack"), so a load on a CPU like this one maps it ready for its
+  // kernel; elsewhere the loader unpacks it to rows. off: rows, readable everywhere.
+  RepackMode repack = RepackMode::off;
   uint64_t max_data_file_bytes = uint64_t{4} << 30;
   int checkpoint_every = 4;            // tensors between checkpoints
   bool hash_sources = true;            // sha256 of each source file into the provenance

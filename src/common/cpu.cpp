@@ -103,6 +103,19 @@ Isa active_isa() noexcept {
   return static_cast<Isa>(cap < best ? cap : best);
 }
 
+std::string isa_description() {
+  const Isa isa = active_isa();
+  const CpuFeatures& f = cpu_features();
+  std::string out(isa_name(isa));
+  if (isa == Isa::avx512) {
+    if (f.avx512_vnni) out += "+vnni";
+    if (f.avx512_bf16) out += "+bf16";
+  } else if (isa == Isa::avx2 && f.avx_vnni) {
+    out += "+avxvnni";
+  }
+  return out;
+}
+
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
   for (int i = 0; i <= static_cast<int>(best_supported_isa()); ++i) out.push_back(static_cast<Isa>(i));

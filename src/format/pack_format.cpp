@@ -5,6 +5,7 @@
 #include "common/read_file.hpp"
 #include "common/sha256.hpp"
 #include "loom/error.hpp"
+#include "tensor/packing.hpp"
 
 namespace fs = std::filesystem;
 
@@ -21,6 +22,7 @@ void write_tensor_entry(JsonWriter& w, const PackedTensor& t) {
   w.field("name", t.name).field("dtype", dtype_name(t.dtype));
   w.key("shape").raw(shape_json(t.shape));
   w.field("layout", t.layout);
+  if (t.packing != Packing::none) w.field("packing", packing_name(t.packing));
   if (!t.tied_to.empty()) {
     w.field("tied_to", t.tied_to);
   } else {
@@ -73,6 +75,23 @@ std::vector<PackedTensor> read_tensor_entries(simdjson::dom::element root, const
     }
     p.shape = Shape(std::span<const int64_t>(dims));
     p.layout = std::string(field<std::string_view>(t, "layout", path));
+    if (p.layout == "repacked") {
+      const std::string_view name = field<std::string_view>(t, "packing", path);
+      const auto packing = packing_from_name(name);
+      if (!packing || *packing == Packing::none) {
+        throw Error(ErrorCode::unsupported, "packing '" + std::string(name) + "' is unknown to this loom",
+                    {.file = path.string(), .tensor = p.name});
+      }
+      if (packing_info(*packing).dtype != p.dtype || p.shape.rank() != 2 ||
+          p.shape[1] % packing_info(*packing).block_cols != 0) {
+        throw Error(ErrorCode::format, "packing " + std::string(name) + " does not fit a " +
+                                           std::string(dtype_name(p.dtype)) + p.shape.to_string() + " tensor",
+                    {.file = path.string(), .tensor = p.name});
+      }
+      p.packing = *packing;
+    } else if (p.layout != "row_major") {
+      throw Error(ErrorCode::format, "unknown layout '" + p.layout + "'", {.file = path.string(), .tensor = p.name});
+    }
     std::string_view tied;
     if (t["tied_to"].get(tied) == simdjson::SUCCESS) {
       p.tied_to = std::string(tied);
@@ -129,7 +148,8 @@ std::unique_ptr<WeightSource> open(const fs::path& dir, const OpenOptions& optio
       files.push_back({p.string(), mapped->size(), mapped});
     }
     const SourceFile& f = files[it->second];
-    const int64_t want = dtype_bytes(e.dtype, e.shape.numel(), e.shape.row_length());
+    const int64_t want = e.packing != Packing::none ? packed_nbytes(e.packing, e.shape)
+                                                    : dtype_bytes(e.dtype, e.shape.numel(), e.shape.row_length());
     if (static_cast<uint64_t>(want) != e.length || e.offset > f.size || e.length > f.size - e.offset) {
       throw Error(ErrorCode::format, "tensor bytes do not fit its shape or its data file",
                   {.file = f.path, .tensor = e.name, .offset = e.offset});
@@ -142,12 +162,17 @@ std::unique_ptr<WeightSource> open(const fs::path& dir, const OpenOptions& optio
     r.offset = e.offset;
     r.nbytes = e.length;
     r.span_bytes = e.length;
+    r.packing = e.packing;
     records.push_back(std::move(r));
   }
   Metadata md;
   bool interleaved = false;
   if (root["rope_interleaved"].get(interleaved) != simdjson::SUCCESS) interleaved = false;
   md.set("loom.rope_interleaved", MetaValue::of_bool(interleaved));
+  std::string_view repacked_for;
+  if (root["provenance"]["repack"]["isa"].get(repacked_for) == simdjson::SUCCESS) {
+    md.set("loom.pack.repacked_for", MetaValue::of_string(std::string(repacked_for)));
+  }
   return std::make_unique<WeightSource>(FormatKind::pack, dir.string(), std::move(files), std::move(records),
                                         std::move(md));
 }

@@ -27,7 +27,8 @@ struct PackedTensor {
   std::string name;
   DType dtype = DType::f32;
   Shape shape;
-  std::string layout = "row_major";
+  std::string layout = "row_major";  // or "repacked" (then `packing` names the kernel layout)
+  Packing packing = Packing::none;
   std::string file;
   uint64_t offset = 0;
   uint64_t length = 0;
@@ -49,7 +50,9 @@ std::string string_field(simdjson::dom::element e, std::string_view key, const s
 
 // True when `path` is a directory whose index.json has format "loom-pack".
 bool is_pack_dir(const std::filesystem::path& path);
-// The pack's tensors as a WeightSource (FormatKind::pack), zero-copy where mapped.
+// The pack's tensors as a WeightSource (FormatKind::pack), zero-copy where mapped. Packed
+// tensors come as packed records (TensorRecord::packing); the metadata key
+// "loom.pack.repacked_for" holds the ISA the pack's provenance says they were packed for.
 std::unique_ptr<WeightSource> open(const std::filesystem::path& dir, const OpenOptions& options);
 
 struct Problem {

@@ -99,6 +99,22 @@ Tensor WeightSource::load(const TensorRecord& record) const {
   try {
     // An empty tensor gets its own (non-null) allocation rather than a zero-length view.
     if (record.nbytes == 0) return Tensor::empty(record.shape, record.dtype);
+    if (record.packing != Packing::none) {
+      // Packed bytes are a kernel's, little-endian like the rows they came from; a
+      // big-endian host would need its own shuffle.
+      if (!host_is_little_endian()) {
+        throw Error(ErrorCode::unsupported, "a packed tensor (" + std::string(packing_name(record.packing)) +
+                                                ") needs a little-endian host");
+      }
+      if (file->is_mapped()) {
+        return Tensor::packed(Storage::view(file, record.offset, record.nbytes), 0, record.shape, record.dtype,
+                              record.packing);
+      }
+      auto storage = Storage::allocate(static_cast<size_t>(record.nbytes));
+      file->read(record.offset, std::span<std::byte>(storage->mutable_data(),
+                                                     static_cast<size_t>(record.nbytes)));
+      return Tensor::packed(std::move(storage), 0, record.shape, record.dtype, record.packing);
+    }
     if (record.is_contiguous()) {
       if (file->is_mapped() && host_is_little_endian()) {
         return Tensor(Storage::view(file, record.offset, record.nbytes), 0, record.shape, record.dtype);

@@ -4,6 +4,7 @@
 #include "model/weight_slots.hpp"
 #include "tensor/byte_order.hpp"
 #include "tensor/kernel_registry.hpp"
+#include "tensor/packing.hpp"
 
 namespace loom::load {
 
@@ -88,6 +89,25 @@ Plan plan_load(const Manifest& manifest, const WeightSource& source, const LoadO
     rec.layout_change = layout_change(e, r, rope_order_source(source.format()));
     const DType target = target_dtype_for(e, r, options, notes);
     rec.dtype = target;
+    if (r.packing != Packing::none) {
+      // A pack's kernel-native layout: taken as stored (a view where mapped, read whole
+      // otherwise); the layout
+      // step after streaming (load_repack.hpp) keeps it where this CPU's kernels read it
+      // and `target` is its dtype, else unpacks it to rows.
+      const slots::WeightSlot* slot = slots::find_slot(e.slot);
+      if (slot->role != slots::Role::matrix || e.transposed || e.split || e.add_one) {
+        throw Error(ErrorCode::format, "a packed tensor (" + std::string(packing_name(r.packing)) +
+                                           ") in a slot that does not read it as one whole projection matrix",
+                    {.file = file.path, .tensor = r.name});
+      }
+      rec.stored_packing = rec.packing = r.packing;
+      rec.stored_bytes = r.nbytes;
+      total_bytes += rec.stored_bytes;
+      slots::tensor_of(weights, *slot, e.layer < 0 ? 0 : e.layer) = source.load(r);
+      rec.zero_copy = file.file->is_mapped();
+      zero_copy_bytes += rec.zero_copy ? rec.stored_bytes : 0;
+      continue;
+    }
     const int64_t stored_cols = e.transposed ? r.shape[1] : e.shape.row_length();
     // Stored rows this entry reads: all rows of a transposed tensor (each holds one
     // column of the output), else its own rows (elements, for 1-D tensors).

@@ -2,38 +2,80 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
+#include "loom/convert.hpp"
+#include "loom/cpu.hpp"
 #include "model/weight_slots.hpp"
 #include "tensor/kernel_registry.hpp"
 #include "tensor/packing.hpp"
 
 namespace loom::load {
 
-void repack_weights(const LoadOptions& options, ModelWeights& weights, std::vector<TensorLoadRecord>& records,
-                    ThreadPool& pool) {
-  if (options.repack == RepackMode::off) return;
+namespace {
+
+// A stored packing this CPU's kernels do not read (or a dtype change): rows again.
+Tensor unpack_to(const Tensor& packed, DType dtype, ConvertStats& stats, ThreadPool& pool) {
+  Tensor rows = unpack(packed, &pool);
+  if (dtype == rows.dtype()) return rows;
+  Tensor out = Tensor::empty(rows.shape(), dtype);
+  stats += convert(rows.dtype(), rows.raw_data(), dtype, out.mutable_raw_data(), static_cast<size_t>(rows.numel()));
+  return out;
+}
+
+}  // namespace
+
+void settle_layouts(const LoadOptions& options, std::string_view packed_for, ModelWeights& weights,
+                    std::vector<TensorLoadRecord>& records, std::vector<std::string>& notes, ThreadPool& pool) {
   const KernelRegistry& kernels = kernel_registry();
+  std::map<std::string, int> unpacked;  // reason -> matrices
   for (const slots::WeightSlot& slot : slots::all_slots()) {
     if (slot.role != slots::Role::matrix) continue;
     const int64_t layers = slot.per_layer ? static_cast<int64_t>(weights.layers.size()) : 1;
     for (int64_t layer = 0; layer < layers; ++layer) {
       Tensor& t = slots::tensor_of(weights, slot, layer);
       if (!t.defined() || slots::shares_tied_storage(weights, slot)) continue;
-      const Packing packing = kernels.preferred_packing(t.dtype());
-      if (packing == Packing::none || !can_pack(t, packing)) continue;
-      const auto start = std::chrono::steady_clock::now();
-      t = pack(t, packing, &pool);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const std::string name = slots::full_name(slot, layer);
       auto rec = std::find_if(records.begin(), records.end(),
                               [&](const TensorLoadRecord& r) { return r.internal_name == name; });
       if (rec == records.end()) continue;
+      auto append_layout = [&](const std::string& what) {
+        rec->layout_change = rec->layout_change.empty() ? what : rec->layout_change + "; " + what;
+      };
+
+      if (t.packing() != Packing::none) {  // stored packed (a pack written with --repack)
+        const std::string stored(packing_name(t.packing()));
+        const bool kernels_read_it = kernels.preferred_packing(t.dtype()) == t.packing();
+        if (kernels_read_it && rec->dtype == t.dtype()) {
+          append_layout(stored + " as stored");
+          continue;
+        }
+        const std::string reason =
+            !kernels_read_it ? "this CPU's kernels (" + isa_description() + ") do not read that layout"
+                             : "the load asked for " + std::string(dtype_name(rec->dtype));
+        const auto start = std::chrono::steady_clock::now();
+        t = unpack_to(t, rec->dtype, rec->conversion, pool);
+        rec->repack_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        rec->packing = Packing::none;
+        rec->zero_copy = false;
+        append_layout("unpacked from " + stored);
+        ++unpacked[stored + " (packed for " + (packed_for.empty() ? "an unrecorded ISA" : std::string(packed_for)) +
+                   ") were unpacked to rows: " + reason];
+      }
+
+      if (options.repack == RepackMode::off || t.packing() != Packing::none) continue;
+      const Packing packing = kernels.preferred_packing(t.dtype());
+      if (packing == Packing::none || !can_pack(t, packing)) continue;
+      const auto start = std::chrono::steady_clock::now();
+      t = pack(t, packing, &pool);
+      rec->repack_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       rec->packing = packing;
-      rec->repack_seconds = seconds;
       rec->zero_copy = false;
-      const std::string what = "repacked " + std::string(packing_name(packing));
-      rec->layout_change = rec->layout_change.empty() ? what : rec->layout_change + "; " + what;
+      append_layout("repacked " + std::string(packing_name(packing)));
     }
+  }
+  for (const auto& [what, count] : unpacked) {
+    notes.push_back(std::to_string(count) + " matri" + (count == 1 ? "x" : "ces") + " stored as " + what);
   }
 }
 

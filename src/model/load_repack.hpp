@@ -1,10 +1,18 @@
-// Internal: the repacking step of a load (LoadOptions::repack). After the tensors are in
-// place and tied ones aliased, each projection matrix whose dtype has a kernel-native
-// layout on this CPU (KernelRegistry::preferred_packing) is replaced by a packed copy
-// (tensor/packing.hpp), and its record says so. Embeddings (read a row at a time) and a
-// tied output projection (it is the embedding) stay as they are.
+// Internal: the layout step of a load, after the tensors are in place and tied ones
+// aliased. Two jobs, both on projection matrices only (embeddings are read a row at a
+// time, and a tied output projection is the embedding):
+//  - A matrix a pack stored in a kernel-native layout (TensorRecord::packing) stays in
+//    it, mapped, where this CPU's kernels read that layout (KernelRegistry::
+//    preferred_packing) and its dtype is the one wanted in memory; otherwise it is
+//    unpacked to rows (converted to the wanted dtype if that differs), and a note in the
+//    report says which packing, for which ISA, and why.
+//  - With LoadOptions::repack == automatic, each row-major matrix whose dtype has a
+//    kernel-native layout on this CPU is replaced by a packed copy (tensor/packing.hpp).
+// Each changed tensor's record says so.
 #pragma once
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "loom/load_report.hpp"
@@ -14,7 +22,8 @@
 
 namespace loom::load {
 
-void repack_weights(const LoadOptions& options, ModelWeights& weights, std::vector<TensorLoadRecord>& records,
-                    ThreadPool& pool);
+// `packed_for`: the ISA the source says its packed tensors were made for ("" unknown).
+void settle_layouts(const LoadOptions& options, std::string_view packed_for, ModelWeights& weights,
+                    std::vector<TensorLoadRecord>& records, std::vector<std::string>& notes, ThreadPool& pool);
 
 }  // namespace loom::load

@@ -71,8 +71,10 @@ std::string LoadReport::to_text(bool trace) const {
   out += fmt::format("model      {}\n", source_path);
   out += fmt::format("format     {} ({} file{})\n", format, files.size(), files.size() == 1 ? "" : "s");
   out += fmt::format("arch       {}\n", architecture);
-  out += fmt::format("tensors    {} expected, {} loaded: {} zero-copy, {} converted{}\n", expected_tensors,
-                     loaded_tensors, zero_copy_tensors, converted_tensors,
+  out += fmt::format("tensors    {} expected, {} loaded: {} zero-copy{}, {} converted{}\n", expected_tensors,
+                     loaded_tensors, zero_copy_tensors,
+                     stored_packed_tensors > 0 ? fmt::format(" ({} packed as stored)", stored_packed_tensors) : std::string(),
+                     converted_tensors,
                      repacked_tensors > 0 ? fmt::format(" ({} repacked)", repacked_tensors) : std::string());
   if (const std::string d = dtype_summary(tensors); !d.empty()) out += fmt::format("dtypes     {}\n", d);
   for (const auto& t : tied) out += fmt::format("tied       {}\n", t);
@@ -98,9 +100,12 @@ std::string LoadReport::to_text(bool trace) const {
                      "stored", "memory", "how", "layout");
   for (const auto& t : tensors) {
     if (t.external_name.empty()) continue;
-    const std::string how = t.tied ? "tied" : t.packing != Packing::none ? "repacked" : t.zero_copy ? "zero-copy" : "converted";
+    const std::string how = t.tied                                    ? "tied"
+                            : t.packing != Packing::none && !t.zero_copy ? "repacked"
+                            : t.zero_copy                                ? "zero-copy"
+                                                                         : "converted";
     std::string layout = t.layout_change;
-    if (t.packing != Packing::none) layout += fmt::format(" ({:.1f} ms)", t.repack_seconds * 1e3);
+    if (t.packing != Packing::none && !t.zero_copy) layout += fmt::format(" ({:.1f} ms)", t.repack_seconds * 1e3);
     out += fmt::format("{:<24} {:<48} {:>10} {:<8} {:<8} {:<9} {}\n", t.internal_name, t.external_name,
                        t.offset, dtype_name(t.stored_dtype), dtype_name(t.dtype), how, layout);
   }
@@ -117,7 +122,7 @@ std::string LoadReport::to_json(bool trace) const {
   w.key("tensors").begin_object();
   w.field("expected", expected_tensors).field("loaded", loaded_tensors);
   w.field("zero_copy", zero_copy_tensors).field("converted", converted_tensors);
-  w.field("repacked", repacked_tensors);
+  w.field("repacked", repacked_tensors).field("stored_packed", stored_packed_tensors);
   w.end_object();
   w.key("tied").begin_array();
   for (const auto& t : tied) w.value(t);
@@ -164,6 +169,7 @@ std::string LoadReport::to_json(bool trace) const {
       w.field("stored_dtype", dtype_name(t.stored_dtype)).field("dtype", dtype_name(t.dtype));
       w.field("layout_change", t.layout_change).field("zero_copy", t.zero_copy).field("tied", t.tied);
       w.field("packing", packing_name(t.packing)).field("repack_seconds", t.repack_seconds);
+      w.field("stored_packing", packing_name(t.stored_packing));
       w.key("conversion");
       write_stats(w, t.conversion);
       w.end_object();

@@ -83,7 +83,7 @@ void summarize(Plan& plan, const Manifest& manifest, const ModelConfig& config, 
     if (rec.tied) continue;
     const int64_t bytes = rec.packing != Packing::none ? packed_nbytes(rec.packing, rec.shape)
                                                        : dtype_bytes(rec.dtype, rec.shape.numel(), rec.shape.row_length());
-    if (rec.packing != Packing::none) ++report.repacked_tensors;
+    if (rec.packing != Packing::none) ++(rec.zero_copy ? report.stored_packed_tensors : report.repacked_tensors);
     if (rec.zero_copy) {
       report.memory.mapped_weight_bytes += bytes;
       ++report.zero_copy_tensors;

@@ -104,7 +104,9 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
 
   // Report: tied aliases, statistics, memory, the tokenizer.
   load::alias_tied(manifest, config, weights, plan.records, *report, log);
-  load::repack_weights(options, weights, plan.records, *pool);
+  const MetaValue* packed_for = source->metadata().find("loom.pack.repacked_for");
+  load::settle_layouts(options, packed_for ? packed_for->as_string() : std::string(), weights, plan.records,
+                       report->notes, *pool);
   load::summarize(plan, manifest, config, options, streamed.transient_peak_bytes, *report);
 
   std::shared_ptr<const Tokenizer> tokenizer;

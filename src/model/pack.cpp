@@ -11,6 +11,7 @@
 #include <ctime>
 #include <fstream>
 #include <future>
+#include <map>
 
 #include "common/json_writer.hpp"
 #include "common/read_file.hpp"
@@ -18,6 +19,7 @@
 #include "format/atomic_file.hpp"
 #include "format/pack_format.hpp"
 #include "loom/convert.hpp"
+#include "loom/cpu.hpp"
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
 #include "loom/format.hpp"
@@ -25,6 +27,7 @@
 #include "loom/tokenizer.hpp"
 #include "model/quant_recipe.hpp"
 #include "model/weight_slots.hpp"
+#include "tensor/kernel_registry.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -172,6 +175,8 @@ std::string options_fingerprint(const fs::path& src, const PackOptions& o) {
   f += "|dtype=" + std::string(o.dtype ? dtype_name(*o.dtype) : "keep");
   f += "|quantize=" + o.quantize + "|group=" + std::to_string(o.group_size);
   f += "|max=" + std::to_string(o.max_data_file_bytes);
+  // A packed layout depends on the CPU it was chosen for.
+  if (o.repack == RepackMode::automatic) f += "|repack=" + isa_description();
   return sha256_hex(f.data(), f.size());
 }
 
@@ -261,6 +266,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     bool vector;
     bool tied;
     bool quantizable;  // slots::recipe_may_quantize
+    bool matrix;       // a projection matrix (the only tensors a packing may hold)
   };
   std::vector<Item> items;
   for (const auto& slot : slots::all_slots()) {
@@ -269,7 +275,8 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     for (int64_t l = 0; l < layers; ++l) {
       const Tensor& t = slots::tensor_of(weights, slot, l);
       const bool tied = slots::tied_in(config, slot) && slots::shares_tied_storage(weights, slot);
-      items.push_back({slots::full_name(slot, l), &t, slots::is_vector(slot.role), tied, slots::recipe_may_quantize(slot)});
+      items.push_back({slots::full_name(slot, l), &t, slots::is_vector(slot.role), tied, slots::recipe_may_quantize(slot),
+                       slot.role == slots::Role::matrix});
     }
   }
 
@@ -322,10 +329,16 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
         p.shape = item.tensor->shape();
       } else {
         std::string note;
-        const Tensor bytes = pack_bytes_of(*item.tensor, item.vector, options, quantize_to(item), note);
+        Tensor bytes = pack_bytes_of(*item.tensor, item.vector, options, quantize_to(item), note);
         if (!note.empty()) notes.push_back(item.name + ": " + note);
+        if (options.repack == RepackMode::automatic && item.matrix) {
+          const Packing packing = kernel_registry().preferred_packing(bytes.dtype());
+          if (packing != Packing::none && can_pack(bytes, packing)) bytes = pack(bytes, packing, &hash_pool);
+        }
         p.dtype = bytes.dtype();
         p.shape = bytes.shape();
+        p.packing = bytes.packing();
+        if (p.packing != Packing::none) p.layout = "repacked";
         p.length = static_cast<uint64_t>(bytes.nbytes());
         uint64_t aligned = (offset + kAlignment - 1) / kAlignment * kAlignment;
         if (aligned > 0 && aligned + p.length > options.max_data_file_bytes) {
@@ -451,7 +464,23 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   w.key("options").begin_object();
   w.field("dtype", options.dtype ? std::string(dtype_name(*options.dtype)) : std::string("keep"));
   w.field("quantize", options.quantize).field("group_size", options.group_size);
+  w.field("repack", options.repack == RepackMode::automatic ? "auto" : "off");
   w.end_object();
+  // Which kernel layouts the tensors were stored in, and for which CPU: a loader on
+  // another one unpacks them and its report names this ISA.
+  std::map<std::string, int64_t> packings;
+  for (const auto& t : checkpoint.tensors) {
+    if (t.packing != Packing::none && t.tied_to.empty()) ++packings[std::string(packing_name(t.packing))];
+  }
+  w.key("repack");
+  if (packings.empty()) {
+    w.null();
+  } else {
+    w.begin_object().field("isa", isa_description());
+    w.key("packings").begin_object();
+    for (const auto& [name, count] : packings) w.field(name, count);
+    w.end_object().end_object();
+  }
   // What the recipe chose for each matrix (vectors stay f32; a kept tensor shows its own
   // dtype and has a note).
   w.key("quantization");

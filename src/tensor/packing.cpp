@@ -78,6 +78,13 @@ const PackingInfo& packing_info(Packing packing) noexcept {
   return kPackings[0];
 }
 
+std::optional<Packing> packing_from_name(std::string_view name) noexcept {
+  for (const auto& p : kPackings) {
+    if (p.name == name) return p.id;
+  }
+  return std::nullopt;
+}
+
 int64_t packed_nbytes(Packing packing, const Shape& shape) {
   if (packing == Packing::none || shape.rank() != 2) return 0;
   const Geometry g = geometry(packing_info(packing), shape);
@@ -112,14 +119,21 @@ Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool) {
   return out;
 }
 
-Tensor unpack(const Tensor& t) {
+Tensor unpack(const Tensor& t, ThreadPool* pool) {
   if (t.packing() == Packing::none) return t;
   const PackingInfo& info = packing_info(t.packing());
   const Geometry g = geometry(info, t.shape());
   Tensor out = Tensor::empty(t.shape(), t.dtype());
   const auto* src = static_cast<const uint8_t*>(t.raw_data());
   auto* dst = static_cast<uint8_t*>(out.mutable_raw_data());
-  for (int64_t p = 0; p < g.panels; ++p) info.unpack_panel(src + p * g.stride, g.rows, g.nb, p, dst);
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) info.unpack_panel(src + p * g.stride, g.rows, g.nb, p, dst);
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(g.panels, 1, [&](int64_t begin, int64_t end, int) { run(begin, end); });
+  } else {
+    run(0, g.panels);
+  }
   return out;
 }
 

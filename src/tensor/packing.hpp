@@ -16,6 +16,7 @@
 // four activation bytes broadcast (runtime/kernels/packed_q8_0.cpp).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "loom/dtype.hpp"
@@ -42,6 +43,9 @@ struct PackingInfo {
 // The table entry of a packing (Packing::none included).
 const PackingInfo& packing_info(Packing packing) noexcept;
 
+// The packing named `name` (its table name, e.g. "q8_0_x16"; "none" too), or nullopt.
+std::optional<Packing> packing_from_name(std::string_view name) noexcept;
+
 // Bytes a packed [rows, cols] matrix takes (rows rounded up to whole panels).
 int64_t packed_nbytes(Packing packing, const Shape& shape);
 
@@ -53,8 +57,8 @@ bool can_pack(const Tensor& t, Packing packing) noexcept;
 // Error(invalid_argument)); panels are split over `pool` when one is given.
 Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool = nullptr);
 
-// An owned row-major copy of a packed tensor; a tensor that is not packed is returned
-// as it is (no copy).
-Tensor unpack(const Tensor& t);
+// An owned row-major copy of a packed tensor (panels split over `pool` when one is
+// given); a tensor that is not packed is returned as it is (no copy).
+Tensor unpack(const Tensor& t, ThreadPool* pool = nullptr);
 
 }  // namespace loom

@@ -289,6 +289,16 @@ int main(int argc, char** argv) {
   write(out / "pack_index" / "escape", replaced("data-00000.bin", "../../../etc/passwd"));
   write(out / "pack_index" / "offset", replaced("\"offset\":", "\"offset\":18446744073709551000"));
   write(out / "pack_index" / "version", replaced("\"version\":", "\"version\":9"));
+  // blk.0.attn_q (q8_0 [32, 32], two whole panels: the same length) marked packed, and a
+  // packing nobody knows.
+  auto packed = [&](const std::string& packing) {
+    std::string s = index;
+    const auto at = s.find("\"layout\": \"row_major\"", s.find("\"blk.0.attn_q\""));
+    if (at != std::string::npos) s.replace(at, 21, "\"layout\": \"repacked\", \"packing\": \"" + packing + "\"");
+    return s;
+  };
+  write(out / "pack_index" / "packed", packed("q8_0_x16"));
+  write(out / "pack_index" / "packing", packed("q4_0_x8"));
 
   // llama2.c: checkpoints in both layouts, tied and not, a truncated one, a version-2
   // header, and a tokenizer.bin (the harness tries every input as both).

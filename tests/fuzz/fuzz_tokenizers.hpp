@@ -175,6 +175,7 @@ inline std::filesystem::path scratch_pack() {
     write_demo_model(d / "src", o);
     PackOptions po;
     po.hash_sources = false;
+    po.quantize = "q8_0";  // matrices in blocks, so a seed can mark one packed (q8_0_x16)
     write_pack(d / "src", d / "pack", po);
     return d / "pack";
   }();

@@ -8,13 +8,11 @@
 #include "loom/cpu.hpp"
 #include "runtime/kernels/gemm_kernels.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
-struct IsaScope {
-  explicit IsaScope(loom::Isa isa) { loom::set_isa_cap(isa); }
-  ~IsaScope() { loom::set_isa_cap(loom::Isa::avx512); }
-};
+using loom::test::IsaScope;
 
 loom::Tensor random_weight(loom::DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::normal_distribution<float> dist(0.0f, 1.0f);

@@ -15,6 +15,7 @@
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/packed_q8_0.hpp"
+#include "support/test_support.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -42,10 +43,7 @@ std::vector<float> random_x(int64_t n, std::mt19937& rng) {
 
 bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, static_cast<size_t>(n) * 4) == 0; }
 
-struct IsaScope {
-  explicit IsaScope(loom::Isa isa) { loom::set_isa_cap(isa); }
-  ~IsaScope() { loom::set_isa_cap(loom::Isa::avx512); }
-};
+using loom::test::IsaScope;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/cpu.hpp"
 #include "loom/loader.hpp"
 
 namespace loom::test {
@@ -39,6 +40,14 @@ std::string read_file_text(const std::filesystem::path& path);
 bool same_bits(std::span<const float> a, std::span<const float> b);
 // The greedy pick: the index of the largest logit (the first of equal ones).
 int32_t greedy_token(std::span<const float> logits);
+
+// Caps the kernel family (LOOM_ISA's effect) for one scope, then lifts the cap again.
+struct IsaScope {
+  explicit IsaScope(Isa isa) { set_isa_cap(isa); }
+  ~IsaScope() { set_isa_cap(Isa::avx512); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+};
 
 // Load options with the logger silenced: tests assert on results, not on log lines.
 LoadOptions quiet_load_options();
