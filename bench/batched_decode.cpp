@@ -2,15 +2,17 @@
 // Llama-shaped models, with the machine's ceilings measured in the same run.
 //
 //   build/bench/loom_batched_decode [--shape small|1b] [--dtype f16,q8_0,q4_k] [--batch 1,2,4,8,16]
-//                                   [--threads N] [--prompt 128] [--steps 64] [--reps 3]
+//                                   [--threads N] [--prompt 128] [--steps 64] [--reps 3] [--repack off,auto]
 //
 // For each dtype and batch size B: B different `prompt`-token prompts are prefilled on
 // one Batch (chunked within its token budget), then `steps` passes each decode one token
 // of all B sequences (greedy: each sequence's argmax fed back). A pass reads every weight
 // once for all B tokens, so decode GB/s is matrix bytes x passes / s (against the
 // measured streaming-read bandwidth) and GFLOP/s is 2 x matrix params x tokens / s
-// (against the measured fp32 FMA peak): as B grows decode moves from the first ceiling
-// towards the second.
+// (against the measured fp32 FMA peak, or the int8 dot-product peak for quantized weights,
+// marked "int8"): as B grows decode moves from the first ceiling towards the second.
+// With --repack auto (default: off and auto) each dtype that has a kernel-native layout on
+// this CPU is measured again with its matrices packed (the "layout" column).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -71,10 +73,10 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"--shape", "small"}, {"--dtype", "f16,q8_0,q4_k"},
                                           {"--batch", "1,2,4,8,16"}, {"--threads", "0"},
                                           {"--prompt", "128"},     {"--steps", "64"},
-                                          {"--reps", "3"}};
+                                          {"--reps", "3"},         {"--repack", "off,auto"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
-      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --batch --threads --prompt --steps --reps)\n",
+      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --batch --threads --prompt --steps --reps --repack)\n",
                    argv[i]);
       return 2;
     }
@@ -97,8 +99,9 @@ int main(int argc, char** argv) {
   std::printf("machine: isa %s\n", std::string(loom::isa_name(loom::active_isa())).c_str());
   double bandwidth = loom::bench::measure_read_bandwidth_gbs(threads);
   const double peak = loom::bench::measure_fma_peak_gflops(threads);
-  std::printf("machine: %d thread(s): streaming read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s\n", threads, bandwidth,
-              peak);
+  const double int8_peak = loom::bench::measure_int8_dot_peak_gops(threads);
+  std::printf("machine: %d thread(s): streaming read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s, int8 dot peak %.1f GOP/s\n",
+              threads, bandwidth, peak, int8_peak);
   const double params = loom::bench::matrix_params(config);
   std::printf("model: %s shape, hidden %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld, %.0fM matrix params\n",
               args["--shape"].c_str(), static_cast<long long>(config.hidden_size),
@@ -106,8 +109,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(config.n_kv_heads), static_cast<long long>(config.intermediate_size),
               static_cast<long long>(config.vocab_size), params / 1e6);
   std::printf("batch: %d-token prompts, %d decode passes, median of %d reps\n", prompt, steps, reps);
-  std::printf("%-7s %4s %12s %12s %10s %10s %8s %8s %11s %8s\n", "dtype", "B", "prefill t/s", "decode t/s",
-              "t/s/seq", "dec GB/s", "bw GB/s", "of bw", "dec GFLOP/s", "of peak");
+  std::printf("%-7s %-9s %4s %12s %12s %10s %10s %8s %8s %11s %8s\n", "dtype", "layout", "B", "prefill t/s",
+              "decode t/s", "t/s/seq", "dec GB/s", "bw GB/s", "of bw", "dec GFLOP/s", "of peak");
 
   for (const auto& dname : split(args["--dtype"])) {
     const auto dtype = loom::dtype_from_name(dname);
@@ -115,39 +118,55 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown dtype %s\n", dname.c_str());
       return 2;
     }
-    auto model = loom::bench::synthetic_model(config, *dtype);
-    const double bytes = loom::bench::matrix_bytes(*model);
-    for (const int64_t b : batch_sizes) {
-      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(b));
-      for (int64_t s = 0; s < b; ++s) {
-        auto& p = prompts[static_cast<size_t>(s)];
-        for (int i = 0; i < prompt; ++i) {
-          p.push_back(static_cast<int32_t>(((i + 1009 * s) * 7919 + 13) % config.vocab_size));
+    const auto rows = loom::bench::synthetic_model(config, *dtype);
+    const double bytes = loom::bench::matrix_bytes(*rows);  // the packed copy reads the same bytes
+    std::vector<std::shared_ptr<const loom::Model>> models;
+    for (const auto& mode : split(args["--repack"])) {
+      if (mode == "off") {
+        models.push_back(rows);
+      } else if (mode == "auto") {
+        if (auto packed = loom::bench::repacked_copy(*rows)) models.push_back(packed);  // none: no row
+      } else {
+        std::fprintf(stderr, "unknown --repack mode %s (expected off, auto)\n", mode.c_str());
+        return 2;
+      }
+    }
+    // Quantized products run on int8 dot products: their share is of the int8 peak.
+    const double row_peak = loom::is_quantized(*dtype) ? int8_peak : peak;
+    for (const auto& model : models) {
+      for (const int64_t b : batch_sizes) {
+        std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(b));
+        for (int64_t s = 0; s < b; ++s) {
+          auto& p = prompts[static_cast<size_t>(s)];
+          for (int i = 0; i < prompt; ++i) {
+            p.push_back(static_cast<int32_t>(((i + 1009 * s) * 7919 + 13) % config.vocab_size));
+          }
         }
+        loom::BatchOptions bo;
+        bo.max_sequences = b;
+        bo.context_length = prompt + steps + 1;
+        bo.token_budget = std::max<int64_t>(bo.token_budget, b);  // every decode token in one pass
+        bo.pool = pool;
+        loom::Batch batch(model, bo);
+        std::vector<double> prefill_s, decode_s;
+        for (int r = 0; r < reps; ++r) {
+          const Timing t = run_once(batch, prompts, steps);
+          prefill_s.push_back(t.prefill);
+          decode_s.push_back(t.decode);
+        }
+        // This kind of machine is a VM whose memory bandwidth drifts: each row's ceiling is
+        // the better of the start-up probe and one taken right after its own runs.
+        bandwidth = std::max(bandwidth, loom::bench::measure_read_bandwidth_gbs(threads));
+        const double pre_tps = static_cast<double>(b) * prompt / median(prefill_s);
+        const double dec_tps = static_cast<double>(b) * steps / median(decode_s);
+        const double dec_gbs = bytes * steps / median(decode_s) / 1e9;
+        const double dec_gflops = 2.0 * params * dec_tps / 1e9;
+        std::printf("%-7s %-9s %4lld %12.1f %12.2f %10.2f %10.2f %8.1f %7.0f%% %11.1f %7.0f%%%s\n", dname.c_str(),
+                    loom::bench::layout_of(*model).c_str(), static_cast<long long>(b), pre_tps, dec_tps,
+                    dec_tps / static_cast<double>(b), dec_gbs, bandwidth, 100.0 * dec_gbs / bandwidth, dec_gflops,
+                    100.0 * dec_gflops / row_peak, loom::is_quantized(*dtype) ? " int8" : "");
+        std::fflush(stdout);
       }
-      loom::BatchOptions bo;
-      bo.max_sequences = b;
-      bo.context_length = prompt + steps + 1;
-      bo.token_budget = std::max<int64_t>(bo.token_budget, b);  // every decode token in one pass
-      bo.pool = pool;
-      loom::Batch batch(model, bo);
-      std::vector<double> prefill_s, decode_s;
-      for (int r = 0; r < reps; ++r) {
-        const Timing t = run_once(batch, prompts, steps);
-        prefill_s.push_back(t.prefill);
-        decode_s.push_back(t.decode);
-      }
-      // This kind of machine is a VM whose memory bandwidth drifts: each row's ceiling is
-      // the better of the start-up probe and one taken right after its own runs.
-      bandwidth = std::max(bandwidth, loom::bench::measure_read_bandwidth_gbs(threads));
-      const double pre_tps = static_cast<double>(b) * prompt / median(prefill_s);
-      const double dec_tps = static_cast<double>(b) * steps / median(decode_s);
-      const double dec_gbs = bytes * steps / median(decode_s) / 1e9;
-      const double dec_gflops = 2.0 * params * dec_tps / 1e9;
-      std::printf("%-7s %4lld %12.1f %12.2f %10.2f %10.2f %8.1f %7.0f%% %11.1f %7.0f%%\n", dname.c_str(),
-                  static_cast<long long>(b), pre_tps, dec_tps, dec_tps / static_cast<double>(b), dec_gbs, bandwidth,
-                  100.0 * dec_gbs / bandwidth, dec_gflops, 100.0 * dec_gflops / peak);
-      std::fflush(stdout);
     }
   }
   return 0;

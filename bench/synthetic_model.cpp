@@ -6,6 +6,8 @@
 
 #include "loom/convert.hpp"
 #include "model/weight_slots.hpp"
+#include "tensor/kernel_registry.hpp"
+#include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
 namespace loom::bench {
@@ -94,6 +96,34 @@ std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, l
   }
   if (c.tie_word_embeddings) w.output = w.token_embd;
   return std::make_shared<const loom::Model>(c, std::move(w));
+}
+
+std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m) {
+  const loom::ModelConfig& c = m.config();
+  loom::ModelWeights w = m.weights();  // tensors share storage: only packed ones are new
+  bool any = false;
+  for (const auto& slot : loom::slots::all_slots()) {
+    if (slot.role != loom::slots::Role::matrix || !slot.needed(c) || loom::slots::shares_tied_storage(w, slot)) continue;
+    for (int64_t l = 0; l < (slot.per_layer ? c.n_layers : 1); ++l) {
+      loom::Tensor& t = loom::slots::tensor_of(w, slot, l);
+      const loom::Packing packing = loom::kernel_registry().preferred_packing(t.dtype());
+      if (packing == loom::Packing::none || !loom::can_pack(t, packing)) continue;
+      t = loom::pack(t, packing);
+      any = true;
+    }
+  }
+  return any ? std::make_shared<const loom::Model>(c, std::move(w)) : nullptr;
+}
+
+std::string layout_of(const loom::Model& m) {
+  for (const auto& slot : loom::slots::all_slots()) {
+    if (slot.role != loom::slots::Role::matrix || !slot.needed(m.config())) continue;
+    for (int64_t l = 0; l < (slot.per_layer ? m.config().n_layers : 1); ++l) {
+      const loom::Packing p = loom::slots::tensor_of(m.weights(), slot, l).packing();
+      if (p != loom::Packing::none) return std::string(loom::packing_name(p));
+    }
+  }
+  return "rows";
 }
 
 // Weight bytes decode reads per token: every projection matrix and the output matrix.

@@ -21,6 +21,11 @@ loom::ModelConfig shape_config(const std::string& shape);
 // (speculative decoding's acceptance depends on it).
 std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype,
                                                    float output_scale = 1.0f);
+// `m` with each projection matrix in the kernel-native layout its dtype has on this CPU
+// (what LoadOptions::repack = automatic does at load), or nullptr when no matrix has one.
+std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m);
+// "rows", or the packing of the model's first packed projection matrix.
+std::string layout_of(const loom::Model& m);
 // Weight bytes decode reads per pass: every projection matrix and the output matrix.
 double matrix_bytes(const loom::Model& m);
 // Parameters of those matrices (2 x this = FLOPs per token, attention aside).

@@ -2,14 +2,16 @@
 // measured in the same run.
 //
 //   build/bench/loom_tokens_per_second [--shape small|1b] [--dtype f32,f16,bf16,q8_0,q4_k,gq8_32,gq4_32,...]
-//                                      [--threads 1,2] [--prompt 128] [--steps 64]
+//                                      [--threads 1,2] [--prompt 128] [--steps 64] [--repack off,auto]
 //
 // For each dtype and thread count it prints prefill tokens/s (one batched pass over a
 // `prompt`-token prompt) and decode tokens/s (`steps` single-token steps after it), then
 // achieved weight-read GB/s in decode over the measured streaming-read bandwidth (the
 // best of several read patterns over owned and mapped memory: machine_ceilings.hpp), and
 // achieved GFLOP/s in prefill over the measured fp32 FMA peak (the int8 dot-product peak
-// for quantized weights, marked "int8").
+// for quantized weights, marked "int8"). With --repack auto (default: off and auto) each
+// dtype that has a kernel-native layout on this CPU gets a second row with its matrices
+// packed (the "layout" column: rows or the packing), as LoadOptions::repack would load it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,10 +41,11 @@ using loom::bench::split;
 int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"--shape", "small"}, {"--dtype", "f32,f16,bf16"},
                                           {"--threads", "1,2"},  {"--prompt", "128"},
-                                          {"--steps", "64"},     {"--reps", "3"}};
+                                          {"--steps", "64"},     {"--reps", "3"},
+                                          {"--repack", "off,auto"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
-      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --threads --prompt --steps --reps)\n", argv[i]);
+      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --threads --prompt --steps --reps --repack)\n", argv[i]);
       return 2;
     }
     args[argv[i]] = argv[i + 1];
@@ -72,8 +75,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads),
               static_cast<long long>(config.n_kv_heads), static_cast<long long>(config.intermediate_size),
               static_cast<long long>(config.vocab_size), matrix_params(config) / 1e6);
-  std::printf("%-7s %3s %12s %12s %10s %8s %8s %12s %8s\n", "dtype", "thr", "prefill t/s", "decode t/s",
-              "dec GB/s", "bw GB/s", "of bw", "pre GFLOP/s", "of peak");
+  std::printf("%-7s %-9s %3s %12s %12s %10s %8s %8s %12s %8s\n", "dtype", "layout", "thr", "prefill t/s",
+              "decode t/s", "dec GB/s", "bw GB/s", "of bw", "pre GFLOP/s", "of peak");
 
   std::vector<int32_t> tokens(static_cast<size_t>(prompt));
   for (int i = 0; i < prompt; ++i) tokens[static_cast<size_t>(i)] = (i * 7919 + 13) % static_cast<int>(config.vocab_size);
@@ -85,37 +88,51 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown dtype %s\n", dname.c_str());
       return 2;
     }
-    auto model = synthetic_model(config, *dtype);
-    const double bytes = matrix_bytes(*model);
-    for (int t : thread_counts) {
-      loom::SessionOptions o;
-      o.n_threads = t;
-      o.context_length = prompt + steps + 1;
-      loom::Session s(model, o);
-      std::vector<double> prefill_s, decode_s;
-      for (int r = 0; r < reps; ++r) {
-        s.reset();
-        auto t0 = Clock::now();
-        s.prefill(tokens);
-        prefill_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-        t0 = Clock::now();
-        for (int i = 0; i < steps; ++i) s.step((i * 31 + 7) % static_cast<int>(config.vocab_size));
-        decode_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    const auto rows = synthetic_model(config, *dtype);
+    const double bytes = matrix_bytes(*rows);  // the packed copy reads the same bytes
+    std::vector<std::shared_ptr<const loom::Model>> models;
+    for (const auto& mode : split(args["--repack"])) {
+      if (mode == "off") {
+        models.push_back(rows);
+      } else if (mode == "auto") {
+        if (auto packed = loom::bench::repacked_copy(*rows)) models.push_back(packed);  // none: no row
+      } else {
+        std::fprintf(stderr, "unknown --repack mode %s (expected off, auto)\n", mode.c_str());
+        return 2;
       }
-      // This kind of machine is a VM whose memory bandwidth drifts (the probe read 32 to
-      // 61 GB/s with 2 threads within minutes), so each row's ceiling is the better of the
-      // start-up probe and one taken right after its own runs.
-      bandwidth[t] = std::max(bandwidth[t], loom::bench::measure_read_bandwidth_gbs(t));
-      const double pre_tps = prompt / median(prefill_s);
-      const double dec_tps = steps / median(decode_s);
-      const double dec_gbs = bytes * dec_tps / 1e9;
-      const double pre_gflops = (2.0 * matrix_params(config) * prompt + attention_flops) / median(prefill_s) / 1e9;
-      // Quantized prefill runs on int8 dot products: its share is of the int8 peak.
-      const double row_peak = loom::is_quantized(*dtype) ? int8_peak[t] : peak[t];
-      std::printf("%-7s %3d %12.1f %12.2f %10.2f %8.1f %7.0f%% %12.1f %7.0f%%%s\n", dname.c_str(), t, pre_tps,
-                  dec_tps, dec_gbs, bandwidth[t], 100.0 * dec_gbs / bandwidth[t], pre_gflops,
-                  100.0 * pre_gflops / row_peak, loom::is_quantized(*dtype) ? " int8" : "");
-      std::fflush(stdout);
+    }
+    for (const auto& model : models) {
+      for (int t : thread_counts) {
+        loom::SessionOptions o;
+        o.n_threads = t;
+        o.context_length = prompt + steps + 1;
+        loom::Session s(model, o);
+        std::vector<double> prefill_s, decode_s;
+        for (int r = 0; r < reps; ++r) {
+          s.reset();
+          auto t0 = Clock::now();
+          s.prefill(tokens);
+          prefill_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+          t0 = Clock::now();
+          for (int i = 0; i < steps; ++i) s.step((i * 31 + 7) % static_cast<int>(config.vocab_size));
+          decode_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        // This kind of machine is a VM whose memory bandwidth drifts (the probe read 32 to
+        // 61 GB/s with 2 threads within minutes), so each row's ceiling is the better of the
+        // start-up probe and one taken right after its own runs.
+        bandwidth[t] = std::max(bandwidth[t], loom::bench::measure_read_bandwidth_gbs(t));
+        const double pre_tps = prompt / median(prefill_s);
+        const double dec_tps = steps / median(decode_s);
+        const double dec_gbs = bytes * dec_tps / 1e9;
+        const double pre_gflops = (2.0 * matrix_params(config) * prompt + attention_flops) / median(prefill_s) / 1e9;
+        // Quantized prefill runs on int8 dot products: its share is of the int8 peak.
+        const double row_peak = loom::is_quantized(*dtype) ? int8_peak[t] : peak[t];
+        std::printf("%-7s %-9s %3d %12.1f %12.2f %10.2f %8.1f %7.0f%% %12.1f %7.0f%%%s\n", dname.c_str(),
+                    loom::bench::layout_of(*model).c_str(), t, pre_tps,
+                    dec_tps, dec_gbs, bandwidth[t], 100.0 * dec_gbs / bandwidth[t], pre_gflops,
+                    100.0 * pre_gflops / row_peak, loom::is_quantized(*dtype) ? " int8" : "");
+        std::fflush(stdout);
+      }
     }
   }
   return 0;
