@@ -40,6 +40,7 @@ std::string_view layout_name(Layout layout) noexcept;
 enum class Packing : uint8_t {
   none = 0,
   q8_0_x16 = 1,  // q8_0 in panels of 16 rows: 4 columns of each row side by side
+  q4_k_x16 = 2,  // q4_k in panels of 16 rows: 4 bytes of nibbles of each row side by side
 };
 std::string_view packing_name(Packing packing) noexcept;
 

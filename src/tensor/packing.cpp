@@ -51,9 +51,75 @@ void unpack_q8_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
   }
 }
 
-constexpr std::array<PackingInfo, 2> kPackings{{
+// q4_k_x16: per block of 256 columns a 2368-byte group (packing.hpp): 16 d, 16 dmin,
+// the 6-bit scales and mins as bytes, then the nibble bytes four columns by sixteen rows.
+constexpr int64_t kQ4KRowBlock = 144;   // d, dmin, 12 scale bytes, 128 nibble bytes
+constexpr int64_t kQ4KGroup = 148 * 16;  // one block of a panel, packed
+constexpr int64_t kQ4KScales = 64, kQ4KMins = 192, kQ4KQuants = 320;  // offsets in the group
+// Byte c (0..127) of row r's nibbles: pair g = c / 32, vector j = (c % 32) / 4, lane r.
+constexpr int64_t q4k_quant_at(int64_t r, int64_t c) { return (c / 32) * 512 + ((c % 32) / 4) * 64 + r * 4 + c % 4; }
+
+// The eight 6-bit scales and mins of a q4_k block from its 12 bytes, and back (every bit
+// of the 12 bytes is one of the 96 bits of the sixteen values, so this is exact).
+void q4k_decode_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = s[j] & 63;
+    m[j] = s[j + 4] & 63;
+    sc[j + 4] = static_cast<uint8_t>((s[j + 8] & 0xF) | ((s[j] >> 6) << 4));
+    m[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+  }
+}
+void q4k_encode_scales(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+  }
+}
+
+void pack_q4_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+  std::memset(out, 0, static_cast<size_t>(nb * kQ4KGroup));  // padding rows: all zero
+  for (int64_t r = 0; r < 16; ++r) {
+    const int64_t row = panel * 16 + r;
+    if (row >= n_rows) break;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = rows + (row * nb + b) * kQ4KRowBlock;
+      uint8_t* g = out + b * kQ4KGroup;
+      std::memcpy(g + 2 * r, block, 2);           // d
+      std::memcpy(g + 32 + 2 * r, block + 2, 2);  // dmin
+      uint8_t sc[8], m[8];
+      q4k_decode_scales(block + 4, sc, m);
+      for (int s = 0; s < 8; ++s) {
+        g[kQ4KScales + s * 16 + r] = sc[s];
+        g[kQ4KMins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
+      }
+      for (int64_t c = 0; c < 128; ++c) g[kQ4KQuants + q4k_quant_at(r, c)] = block[16 + c];
+    }
+  }
+}
+
+void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
+  for (int64_t r = 0; r < 16 && panel * 16 + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* block = rows + ((panel * 16 + r) * nb + b) * kQ4KRowBlock;
+      const uint8_t* g = in + b * kQ4KGroup;
+      std::memcpy(block, g + 2 * r, 2);
+      std::memcpy(block + 2, g + 32 + 2 * r, 2);
+      uint8_t sc[8], m[8];
+      for (int s = 0; s < 8; ++s) {
+        sc[s] = g[kQ4KScales + s * 16 + r];
+        m[s] = g[kQ4KMins + (s / 2) * 32 + r * 2 + s % 2];
+      }
+      q4k_encode_scales(sc, m, block + 4);
+      for (int64_t c = 0; c < 128; ++c) block[16 + c] = g[kQ4KQuants + q4k_quant_at(r, c)];
+    }
+  }
+}
+
+constexpr std::array<PackingInfo, 3> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
     {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0_panel, unpack_q8_0_panel},
+    {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k_panel, unpack_q4_k_panel},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.

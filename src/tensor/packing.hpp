@@ -14,6 +14,19 @@
 //   row r's quants 4j..4j+3 of the block at bytes 4r..4r+3, each stored as q + 128.
 // So one 64-byte load gives four columns of sixteen rows, the shape of one VPDPBUSD with
 // four activation bytes broadcast (runtime/kernels/packed_q8_0.cpp).
+//
+// q4_k_x16, for a [rows, cols] q4_k matrix (cols a multiple of 256; rows padded with zero
+// rows): panel p holds rows 16p..16p+15 as nb = cols / 256 groups of 2368 bytes, one per
+// block, each
+//   16 f16 d, 16 f16 dmin (row r's at 2 * r),
+//   the 6-bit scales as bytes, [sub-block s][row r] (128 bytes),
+//   the 6-bit mins as bytes, [sub-block pair k][row r][s % 2] (128 bytes: the two mins a
+//   row's lane needs for one VPDPWSSD side by side),
+//   the 128 nibble bytes: for sub-block pair g (0..3), 8 vectors of 64 bytes, vector j
+//   holding row r's bytes 32g + 4j .. 32g + 4j + 3 at bytes 4r..4r+3 (low nibbles: sub-
+//   block 2g, high: 2g + 1).
+// The 12 scale bytes of a block hold exactly the sixteen 6-bit values, so unpacking
+// re-encodes them bit for bit; a packed block is 148 bytes a row instead of 144.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -33,7 +46,7 @@ struct PackingInfo {
   DType dtype;           // the dtype it packs (DType::f32 for none: unused)
   int panel_rows;        // rows interleaved together (the stored rows are a multiple)
   int block_cols;        // columns of one block (cols must be a multiple)
-  int block_bytes;       // bytes of one block of one row (scale included)
+  int block_bytes;       // bytes of one block of one row in the packed form (scales included)
   // The byte moves of one panel: rows (n_rows of them, nb blocks each, row-major) to
   // panel `panel`'s bytes, and back (only the panel's real rows are written).
   void (*pack_panel)(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out);

@@ -190,11 +190,14 @@ TEST_CASE("batch families: small-quant in every GGUF type decodes batched bit-id
   }
 }
 
-TEST_CASE("batch families: small-quant q8_0 with packed projections decodes batched bit-identically") {
+TEST_CASE("batch families: small-quant q8_0 and q4_k with packed projections decode batched bit-identically") {
   LOOM_REQUIRE_REFERENCE(ref);
   loom::LoadOptions o = t::quiet_load_options();
   o.repack = loom::RepackMode::automatic;
-  check_model(loom::load_model(ref / "models" / "small-quant" / "small-quant-q8_0.gguf", o), "small-quant-q8_0 repacked");
+  for (const std::string type : {"q8_0", "q4_k"}) {
+    check_model(loom::load_model(ref / "models" / "small-quant" / ("small-quant-" + type + ".gguf"), o),
+                "small-quant-" + type + " repacked");
+  }
 }
 
 TEST_CASE("batch families: packs quantized by loom (gq4, q4_k, q8_0) decode batched bit-identically") {

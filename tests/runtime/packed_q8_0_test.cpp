@@ -155,7 +155,7 @@ TEST_CASE("packed q8_0: the kernels ask for the packing only where the VNNI kern
   const bool vnni = loom::best_supported_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
   CHECK(loom::kernels::preferred_packing(DType::q8_0) == (vnni ? Packing::q8_0_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::f16) == Packing::none);
-  CHECK(loom::kernels::preferred_packing(DType::q4_k) == Packing::none);
+  CHECK(loom::kernels::preferred_packing(DType::q6_k) == Packing::none);
   IsaScope cap(loom::Isa::avx2);
   CHECK(loom::kernels::preferred_packing(DType::q8_0) == Packing::none);
 }

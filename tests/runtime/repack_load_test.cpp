@@ -49,38 +49,44 @@ void check_same_rows(const loom::Model& a, const loom::Model& b) {
 
 }  // namespace
 
-TEST_CASE("repack: a q8_0 GGUF loads its projections packed, reports them and matches llama.cpp") {
-  LOOM_REQUIRE_REFERENCE(ref);
+namespace {
+
+// A llama.cpp small-quant GGUF of `dtype` loaded with and without repacking: which
+// matrices are packed, the report, logits against llama.cpp's, and prefill equal to
+// step-by-step decode bit for bit. Returns the worst relative L2 (-1 when skipped).
+double check_repacked_gguf(const fs::path& ref, loom::DType dtype, loom::Packing packing) {
   const fs::path dir = ref / "models" / "small-quant";
-  const auto plain = loom::load_model(dir / "small-quant-q8_0.gguf", repack_options(loom::RepackMode::off));
-  const auto packed = loom::load_model(dir / "small-quant-q8_0.gguf", repack_options(loom::RepackMode::automatic));
+  const std::string name(loom::dtype_name(dtype));
+  const auto plain = loom::load_model(dir / ("small-quant-" + name + ".gguf"), repack_options(loom::RepackMode::off));
+  const auto packed =
+      loom::load_model(dir / ("small-quant-" + name + ".gguf"), repack_options(loom::RepackMode::automatic));
   const loom::LoadReport& report = *packed->load_report();
   CHECK(plain->load_report()->repacked_tensors == 0);
-  if (!native()) {
+  if (loom::kernels::preferred_packing(dtype) != packing) {
     WARN("SKIPPED: this CPU has no AVX-512 VNNI, so nothing is packed");
     CHECK(report.repacked_tensors == 0);
-    return;
+    return -1.0;
   }
   // 4 layers x 7 projections and the untied output; the embedding stays rows.
   CHECK(report.repacked_tensors == 29);
   CHECK(packed->weights().token_embd.packing() == loom::Packing::none);
-  CHECK(packed->weights().output.packing() == loom::Packing::q8_0_x16);
-  CHECK(packed->weights().layers[0].ffn_down.packing() == loom::Packing::q8_0_x16);
+  CHECK(packed->weights().output.packing() == packing);
+  CHECK(packed->weights().layers[0].ffn_down.packing() == packing);
+  const std::string packing_text(loom::packing_name(packing));
   for (const auto& rec : report.tensors) {
     if (rec.internal_name != "blk.0.ffn_down") continue;
-    CHECK(rec.packing == loom::Packing::q8_0_x16);
+    CHECK(rec.packing == packing);
     CHECK_FALSE(rec.zero_copy);
-    CHECK(rec.layout_change == "repacked q8_0_x16");
+    CHECK(rec.layout_change == "repacked " + packing_text);
   }
   CHECK(report.memory.owned_weight_bytes > plain->load_report()->memory.owned_weight_bytes);
   CHECK(report.to_text().find("(29 repacked)") != std::string::npos);
-  CHECK(report.to_json(true).find("\"packing\": \"q8_0_x16\"") != std::string::npos);
+  CHECK(report.to_json(true).find("\"packing\": \"" + packing_text + "\"") != std::string::npos);
   check_same_rows(*plain, *packed);
 
-  // Logits: within the bound every kernel family meets (reference_models_test.cpp);
-  // the packed sums follow ggml's generic order, so measured 0.
+  // Logits: within the bound every kernel family meets (reference_models_test.cpp).
   const auto ids = t::read_ids(dir / "logits" / "story.ids.txt");
-  const auto expected = t::read_logits(dir / "logits" / "story.q8_0.logits.txt");
+  const auto expected = t::read_logits(dir / "logits" / ("story." + name + ".logits.txt"));
   loom::SessionOptions so;
   so.all_logits = true;
   so.context_length = 64;
@@ -93,7 +99,6 @@ TEST_CASE("repack: a q8_0 GGUF loads its projections packed, reports them and ma
     worst = std::max(worst, err);
     CHECK(err < 3e-2);
   }
-  WARN("small-quant q8_0 packed: worst relative L2 against llama.cpp " << worst);
 
   // Prefill and one-token decode give the same bits for a position (batch invariance).
   loom::Session step(packed, so);
@@ -104,6 +109,22 @@ TEST_CASE("repack: a q8_0 GGUF loads its projections packed, reports them and ma
     REQUIRE(a.size() == b.size());
     CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
   }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("repack: a q8_0 GGUF loads its projections packed, reports them and matches llama.cpp") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  // The packed q8_0 sums follow ggml's generic order, so measured 0.
+  const double worst = check_repacked_gguf(ref, loom::DType::q8_0, loom::Packing::q8_0_x16);
+  if (worst >= 0) WARN("small-quant q8_0 packed: worst relative L2 against llama.cpp " << worst);
+}
+
+TEST_CASE("repack: a q4_k GGUF loads its projections packed, reports them and matches llama.cpp") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const double worst = check_repacked_gguf(ref, loom::DType::q4_k, loom::Packing::q4_k_x16);
+  if (worst >= 0) WARN("small-quant q4_k packed: worst relative L2 against llama.cpp " << worst);
 }
 
 TEST_CASE("repack: packs written from a packed load hold rows, and draft copies of a packed target are the same") {

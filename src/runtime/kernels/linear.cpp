@@ -8,6 +8,7 @@
 #include "loom/error.hpp"
 #include "runtime/kernels/gemm_kernels.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
+#include "runtime/kernels/packed_q4_k.hpp"
 #include "runtime/kernels/packed_q8_0.hpp"
 #include "runtime/kernels/quant_dot.hpp"
 #include "tensor/quant/quant.hpp"
@@ -177,6 +178,10 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     linear_packed_q8_0(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
+  if (w.packing() == Packing::q4_k_x16) {
+    linear_packed_q4_k(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+    return;
+  }
   check_weight(w);
   if (n_tokens <= 0) return;
   const int64_t rows = w.shape()[0];
@@ -220,6 +225,9 @@ Packing preferred_packing(DType dtype) noexcept {
   // batches; docs/quantization.md, "Packed weights"), the same from memory in decode.
   // Only where the VNNI kernel runs: the scalar family's packed product is slower.
   if (dtype == DType::q8_0 && packed_q8_0_native()) return Packing::q8_0_x16;
+  // q4_k in panels of 16 rows: the nibbles and the sub-block scales of 16 rows per
+  // VPDPBUSD / VPMULLD (docs/quantization.md, "Packed weights").
+  if (dtype == DType::q4_k && packed_q4_k_native()) return Packing::q4_k_x16;
   return Packing::none;
 }
 
