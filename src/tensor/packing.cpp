@@ -15,23 +15,24 @@ namespace {
 constexpr int64_t kQ8Rows = 16;
 constexpr int64_t kQ8ScaleGroup = 2 * kQ8Rows;   // 16 f16
 constexpr int64_t kQ8QuantGroup = 32 * kQ8Rows;  // 512 bytes
+constexpr int64_t kQ8Group = kQ8ScaleGroup + kQ8QuantGroup;  // one block of a panel: scales, then quants
 constexpr int64_t q8_quant_at(int64_t r, int64_t k) { return (k / 4) * 64 + r * 4 + k % 4; }
 
 void pack_q8_0_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
   const int64_t row_bytes = nb * 34;
-  uint8_t* scales = out;
-  uint8_t* quants = out + nb * kQ8ScaleGroup;
+  uint8_t* scales = out;                 // block b's at scales + b * kQ8Group
+  uint8_t* quants = out + kQ8ScaleGroup;  // block b's at quants + b * kQ8Group
   for (int64_t r = 0; r < kQ8Rows; ++r) {
     const int64_t row = panel * kQ8Rows + r;
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* q = quants + b * kQ8QuantGroup;
+      uint8_t* q = quants + b * kQ8Group;
       if (row >= n_rows) {  // padding: scale 0, quants 0 (stored 128)
-        std::memset(scales + b * kQ8ScaleGroup + 2 * r, 0, 2);
+        std::memset(scales + b * kQ8Group + 2 * r, 0, 2);
         for (int64_t k = 0; k < 32; ++k) q[q8_quant_at(r, k)] = 128;
         continue;
       }
       const uint8_t* block = rows + row * row_bytes + b * 34;
-      std::memcpy(scales + b * kQ8ScaleGroup + 2 * r, block, 2);
+      std::memcpy(scales + b * kQ8Group + 2 * r, block, 2);
       for (int64_t k = 0; k < 32; ++k) q[q8_quant_at(r, k)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
     }
   }
@@ -40,12 +41,12 @@ void pack_q8_0_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t pa
 void unpack_q8_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
   const int64_t row_bytes = nb * 34;
   const uint8_t* scales = in;
-  const uint8_t* quants = in + nb * kQ8ScaleGroup;
+  const uint8_t* quants = in + kQ8ScaleGroup;
   for (int64_t r = 0; r < kQ8Rows && panel * kQ8Rows + r < n_rows; ++r) {
     uint8_t* row = rows + (panel * kQ8Rows + r) * row_bytes;
     for (int64_t b = 0; b < nb; ++b) {
-      std::memcpy(row + b * 34, scales + b * kQ8ScaleGroup + 2 * r, 2);
-      const uint8_t* q = quants + b * kQ8QuantGroup;
+      std::memcpy(row + b * 34, scales + b * kQ8Group + 2 * r, 2);
+      const uint8_t* q = quants + b * kQ8Group;
       for (int64_t k = 0; k < 32; ++k) row[b * 34 + 2 + k] = static_cast<uint8_t>(q[q8_quant_at(r, k)] ^ 0x80);
     }
   }

@@ -22,6 +22,7 @@ constexpr int64_t kBlock = 32;
 constexpr int64_t kActBlockBytes = 34;           // q8_0 activation block: f16 d, 32 x i8
 constexpr int64_t kScaleGroup = 2 * kPanelRows;  // bytes of a block's 16 f16 scales
 constexpr int64_t kQuantGroup = kBlock * kPanelRows;
+constexpr int64_t kGroup = kScaleGroup + kQuantGroup;  // one block of a panel: scales, then quants
 
 // One call's quantized activations: token t's q8_0 blocks at blocks + t * row_bytes, its
 // block scales widened at da + t * nb, and -128 * (sum of each block's quants) at
@@ -50,20 +51,20 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
                    int64_t ys) {
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* scales = panel_at(w, p);
-    const uint8_t* quants = scales + w.nb * kScaleGroup;
+    const uint8_t* quants = scales + kScaleGroup;
     for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < w.rows; ++r) {
       for (int64_t t = 0; t < n_tokens; ++t) {
         const uint8_t* act = a.blocks + t * a.row_bytes;
         float acc = 0.0f;
         for (int64_t b = 0; b < w.nb; ++b) {
           int32_t dot = a.corr[t * a.nb + b];
-          const uint8_t* q = quants + b * kQuantGroup;
+          const uint8_t* q = quants + b * kGroup;
           for (int64_t k = 0; k < kBlock; ++k) {
             dot += static_cast<int32_t>(q[(k / 4) * 64 + r * 4 + k % 4]) *
                    static_cast<int32_t>(static_cast<int8_t>(act[b * kActBlockBytes + 2 + k]));
           }
           uint16_t h;
-          std::memcpy(&h, scales + b * kScaleGroup + 2 * r, 2);
+          std::memcpy(&h, scales + b * kGroup + 2 * r, 2);
           const float d = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
           acc = std::fma(static_cast<float>(dot), d, acc);
         }
@@ -92,7 +93,7 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
   const uint8_t* quants[P];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
     scales[p] = panel_at(w, p0 + p);
-    quants[p] = scales[p] + w.nb * kScaleGroup;
+    quants[p] = scales[p] + kScaleGroup;
   }
   const uint8_t* act[T];
   _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.blocks + (t0 + t) * a.row_bytes + 2;
@@ -105,7 +106,7 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
     _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
       __m512i wv[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        const uint8_t* at = quants[p] + b * kQuantGroup + j * 64;
+        const uint8_t* at = quants[p] + b * kGroup + j * 64;
         _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
         wv[p] = _mm512_loadu_si512(at);
       }
@@ -117,7 +118,7 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
       }
     }
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[p] + b * kScaleGroup)));
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[p] + b * kGroup)));
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
         const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]));
         acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), d, acc[p][t]);
@@ -238,7 +239,7 @@ Weights weights_of(const Tensor& w) {
     throw Error(ErrorCode::internal, "the packed q8_0 kernel got " + w.describe());
   }
   const int64_t nb = w.shape()[1] / kBlock;
-  return {static_cast<const uint8_t*>(w.raw_data()), nb * (kScaleGroup + kQuantGroup), nb, w.shape()[0]};
+  return {static_cast<const uint8_t*>(w.raw_data()), nb * kGroup, nb, w.shape()[0]};
 }
 
 }  // namespace
