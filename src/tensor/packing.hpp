@@ -6,6 +6,9 @@
 // CPU is the runtime's answer (KernelRegistry::preferred_packing), asked by the loader.
 // The shuffles here are plain byte moves, the same on every CPU, so a packed tensor and
 // its rows hold the same numbers: pack() then unpack() gives the rows back bit for bit.
+// Packs store packed tensors under these names (`loom convert --repack`), so a packing's
+// byte order is part of the pack format: a changed order needs a new name, never an
+// edit of an existing one.
 //
 // q8_0_x16, for a [rows, cols] q8_0 matrix (cols a multiple of 32; rows padded to a
 // multiple of 16 with zero rows): panel p holds rows 16p..16p+15 as nb = cols / 32
