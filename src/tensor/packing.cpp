@@ -117,10 +117,43 @@ void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
   }
 }
 
-constexpr std::array<PackingInfo, 3> kPackings{{
+// q4_0_x16: per block a 288-byte group: the 16 rows' f16 scales, then four vectors of 64
+// bytes, vector j holding row r's nibble bytes 4j..4j+3 at bytes 4r..4r+3.
+constexpr int64_t kQ40Group = 32 + 4 * 64;
+
+void pack_q4_0_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* g = out + b * kQ40Group;
+    for (int64_t r = 0; r < 16; ++r) {
+      const int64_t row = panel * 16 + r;
+      if (row >= n_rows) {  // padding: scale 0, nibbles 8 (the value 0)
+        std::memset(g + 2 * r, 0, 2);
+        for (int64_t i = 0; i < 16; ++i) g[32 + (i / 4) * 64 + r * 4 + i % 4] = 0x88;
+        continue;
+      }
+      const uint8_t* block = rows + (row * nb + b) * 18;
+      std::memcpy(g + 2 * r, block, 2);
+      for (int64_t i = 0; i < 16; ++i) g[32 + (i / 4) * 64 + r * 4 + i % 4] = block[2 + i];
+    }
+  }
+}
+
+void unpack_q4_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
+  for (int64_t r = 0; r < 16 && panel * 16 + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* block = rows + ((panel * 16 + r) * nb + b) * 18;
+      const uint8_t* g = in + b * kQ40Group;
+      std::memcpy(block, g + 2 * r, 2);
+      for (int64_t i = 0; i < 16; ++i) block[2 + i] = g[32 + (i / 4) * 64 + r * 4 + i % 4];
+    }
+  }
+}
+
+constexpr std::array<PackingInfo, 4> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
     {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0_panel, unpack_q8_0_panel},
     {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k_panel, unpack_q4_k_panel},
+    {Packing::q4_0_x16, "q4_0_x16", DType::q4_0, 16, 32, 18, pack_q4_0_panel, unpack_q4_0_panel},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.

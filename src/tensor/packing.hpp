@@ -17,9 +17,14 @@
 //   8 vectors of 64 bytes, vector j holding row r's quants 4j..4j+3 of the block at
 //   bytes 4r..4r+3, each stored as q + 128.
 // So one 64-byte load gives four columns of sixteen rows, the shape of one VPDPBUSD with
-// four activation bytes broadcast (runtime/kernels/packed_q8_0.cpp), and a panel is one
+// four activation bytes broadcast (runtime/kernels/packed_blocks32.cpp), and a panel is one
 // stream in block order (scales beside their quants: decode streamed 5-17% faster than
 // with every scale of the panel first, a second stream).
+//
+// q4_0_x16, for a [rows, cols] q4_0 matrix (cols a multiple of 32; rows padded with
+// scale-0 rows): per panel nb groups of 288 bytes, each 16 f16 scales, then 4 vectors of
+// 64 bytes, vector j holding row r's nibble bytes 4j..4j+3 at bytes 4r..4r+3 (low
+// nibbles: columns 4j.., high: 16 + 4j..). The same bytes as the rows, reordered.
 //
 // q4_k_x16, for a [rows, cols] q4_k matrix (cols a multiple of 256; rows padded with zero
 // rows): panel p holds rows 16p..16p+15 as nb = cols / 256 groups of 2368 bytes, one per

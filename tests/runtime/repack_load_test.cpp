@@ -121,6 +121,12 @@ TEST_CASE("repack: a q8_0 GGUF loads its projections packed, reports them and ma
   if (worst >= 0) WARN("small-quant q8_0 packed: worst relative L2 against llama.cpp " << worst);
 }
 
+TEST_CASE("repack: a q4_0 GGUF loads its projections packed, reports them and matches llama.cpp") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const double worst = check_repacked_gguf(ref, loom::DType::q4_0, loom::Packing::q4_0_x16);
+  if (worst >= 0) WARN("small-quant q4_0 packed: worst relative L2 against llama.cpp " << worst);
+}
+
 TEST_CASE("repack: a q4_k GGUF loads its projections packed, reports them and matches llama.cpp") {
   LOOM_REQUIRE_REFERENCE(ref);
   const double worst = check_repacked_gguf(ref, loom::DType::q4_k, loom::Packing::q4_k_x16);

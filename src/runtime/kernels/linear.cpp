@@ -9,7 +9,7 @@
 #include "runtime/kernels/gemm_kernels.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
 #include "runtime/kernels/packed_q4_k.hpp"
-#include "runtime/kernels/packed_q8_0.hpp"
+#include "runtime/kernels/packed_blocks32.hpp"
 #include "runtime/kernels/quant_dot.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -174,8 +174,8 @@ void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t 
 
 void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride,
             int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool, bool bf16_activations) {
-  if (w.packing() == Packing::q8_0_x16) {
-    linear_packed_q8_0(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  if (w.packing() == Packing::q8_0_x16 || w.packing() == Packing::q4_0_x16) {
+    linear_packed_blocks32(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
   if (w.packing() == Packing::q4_k_x16) {
@@ -224,7 +224,9 @@ Packing preferred_packing(DType dtype) noexcept {
   // q8_0 in panels of 16 rows: 2.6x the row-major kernel's rate in cache (prefill and
   // batches; docs/quantization.md, "Packed weights"), the same from memory in decode.
   // Only where the VNNI kernel runs: the scalar family's packed product is slower.
-  if (dtype == DType::q8_0 && packed_q8_0_native()) return Packing::q8_0_x16;
+  if (dtype == DType::q8_0 && packed_blocks32_native()) return Packing::q8_0_x16;
+  // q4_0 the same way: sixteen rows' nibbles per load, eight VPDPBUSD a block.
+  if (dtype == DType::q4_0 && packed_blocks32_native()) return Packing::q4_0_x16;
   // q4_k in panels of 16 rows: the nibbles and the sub-block scales of 16 rows per
   // VPDPBUSD / VPMULLD (docs/quantization.md, "Packed weights").
   if (dtype == DType::q4_k && packed_q4_k_native()) return Packing::q4_k_x16;

@@ -1,4 +1,4 @@
-#include "runtime/kernels/packed_q8_0.hpp"
+#include "runtime/kernels/packed_blocks32.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +22,40 @@ constexpr int64_t kBlock = 32;
 constexpr int64_t kActBlockBytes = 34;           // q8_0 activation block: f16 d, 32 x i8
 constexpr int64_t kScaleGroup = 2 * kPanelRows;  // bytes of a block's 16 f16 scales
 constexpr int64_t kQuantGroup = kBlock * kPanelRows;
-constexpr int64_t kGroup = kScaleGroup + kQuantGroup;  // one block of a panel: scales, then quants
+
+// The packings of 32-element blocks with one f16 scale a row (tensor/packing.hpp): per
+// panel and block, the 16 rows' scales, then kVectors 64-byte quant vectors. Weights are
+// stored unsigned (q + kBias), so each block's dot starts at -kBias * (sum of its
+// activation quants), and VPDPBUSD takes them as its unsigned operand.
+struct Q8_0Format {
+  static constexpr Packing packing = Packing::q8_0_x16;
+  static constexpr DType dtype = DType::q8_0;
+  static constexpr int kVectors = 8;  // vector j: columns 4j..4j+3, one byte each
+  static constexpr bool kNibbles = false;
+  static constexpr int32_t kBias = 128;
+};
+struct Q4_0Format {
+  static constexpr Packing packing = Packing::q4_0_x16;
+  static constexpr DType dtype = DType::q4_0;
+  static constexpr int kVectors = 4;  // vector j: columns 4j..4j+3 (low nibbles), 16+4j.. (high)
+  static constexpr bool kNibbles = true;
+  static constexpr int32_t kBias = 8;
+};
+
+// Bytes of one block of a panel: the scales, then the quant vectors.
+template <class F>
+constexpr int64_t kGroup = kScaleGroup + F::kVectors * 64;
+
+// The stored (unsigned) weight of row r, column k of a block's quant vectors.
+template <class F>
+int32_t weight_at(const uint8_t* q, int64_t r, int64_t k) {
+  if constexpr (F::kNibbles) {
+    const uint8_t byte = q[((k % 16) / 4) * 64 + r * 4 + k % 4];
+    return k < 16 ? (byte & 0xF) : (byte >> 4);
+  } else {
+    return q[(k / 4) * 64 + r * 4 + k % 4];
+  }
+}
 
 // One call's quantized activations: token t's q8_0 blocks at blocks + t * row_bytes, its
 // block scales widened at da + t * nb, and -128 * (sum of each block's quants) at
@@ -47,6 +80,7 @@ const uint8_t* panel_at(const Weights& w, int64_t panel) { return w.base + panel
 
 // ---- scalar family: the same sums, one (row, token) at a time ----
 
+template <class F>
 void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y,
                    int64_t ys) {
   for (int64_t p = p0; p < p1; ++p) {
@@ -58,13 +92,12 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
         float acc = 0.0f;
         for (int64_t b = 0; b < w.nb; ++b) {
           int32_t dot = a.corr[t * a.nb + b];
-          const uint8_t* q = quants + b * kGroup;
+          const uint8_t* q = quants + b * kGroup<F>;
           for (int64_t k = 0; k < kBlock; ++k) {
-            dot += static_cast<int32_t>(q[(k / 4) * 64 + r * 4 + k % 4]) *
-                   static_cast<int32_t>(static_cast<int8_t>(act[b * kActBlockBytes + 2 + k]));
+            dot += weight_at<F>(q, r, k) * static_cast<int32_t>(static_cast<int8_t>(act[b * kActBlockBytes + 2 + k]));
           }
           uint16_t h;
-          std::memcpy(&h, scales + b * kGroup + 2 * r, 2);
+          std::memcpy(&h, scales + b * kGroup<F> + 2 * r, 2);
           const float d = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
           acc = std::fma(static_cast<float>(dot), d, acc);
         }
@@ -83,7 +116,7 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
 // 4 KiB; one token 840 either way, the row-major kernel's 823).
 constexpr int64_t kAheadBytes = 2048;
 
-template <int P, int T>
+template <class F, int P, int T>
 PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
   __m512 acc[P][T];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
@@ -103,22 +136,32 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
       const __m512i corr = _mm512_set1_epi32(a.corr[(t0 + t) * a.nb + b]);
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = corr;
     }
-    _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
-      __m512i wv[P];
+    _Pragma("GCC unroll 8") for (int j = 0; j < F::kVectors; ++j) {
+      __m512i wv[P], wh[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        const uint8_t* at = quants[p] + b * kGroup + j * 64;
+        const uint8_t* at = quants[p] + b * kGroup<F> + j * 64;
         _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
         wv[p] = _mm512_loadu_si512(at);
+        if constexpr (F::kNibbles) {
+          const __m512i low4 = _mm512_set1_epi8(0x0F);
+          wh[p] = _mm512_and_si512(_mm512_srli_epi16(wv[p], 4), low4);
+          wv[p] = _mm512_and_si512(wv[p], low4);
+        }
       }
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
         int32_t four;
         std::memcpy(&four, act[t] + b * kActBlockBytes + 4 * j, 4);
         const __m512i av = _mm512_set1_epi32(four);
         _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
+        if constexpr (F::kNibbles) {
+          std::memcpy(&four, act[t] + b * kActBlockBytes + 16 + 4 * j, 4);
+          const __m512i ah = _mm512_set1_epi32(four);
+          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wh[p], ah);
+        }
       }
     }
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[p] + b * kGroup)));
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[p] + b * kGroup<F>)));
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
         const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]));
         acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), d, acc[p][t]);
@@ -134,23 +177,25 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
 }
 
 // Panels [p0, p1) against a tile of T tokens: two panels at a time (the last one alone).
-template <int T>
+template <class F, int T>
 LOOM_TARGET_AVX512_VNNI void panels_tile(const Weights& w, int64_t p0, int64_t p1, const Acts& a, int64_t t0,
                                          float* y, int64_t ys) {
   constexpr int kP = T == 1 ? 4 : 2;
   int64_t p = p0;
-  for (; p + kP <= p1; p += kP) tile<kP, T>(w, p, a, t0, y, ys);
-  for (; p < p1; ++p) tile<1, T>(w, p, a, t0, y, ys);
+  for (; p + kP <= p1; p += kP) tile<F, kP, T>(w, p, a, t0, y, ys);
+  for (; p < p1; ++p) tile<F, 1, T>(w, p, a, t0, y, ys);
 }
 
 using TileFn = void (*)(const Weights&, int64_t, int64_t, const Acts&, int64_t, float*, int64_t);
 constexpr int kMaxTokens = 6;
-constexpr TileFn kTiles[kMaxTokens] = {panels_tile<1>, panels_tile<2>, panels_tile<3>,
-                                       panels_tile<4>, panels_tile<5>, panels_tile<6>};
+template <class F>
+constexpr TileFn kTiles[kMaxTokens] = {panels_tile<F, 1>, panels_tile<F, 2>, panels_tile<F, 3>,
+                                       panels_tile<F, 4>, panels_tile<F, 5>, panels_tile<F, 6>};
 
 // Panels [p0, p1), every token: blocks of panels of about 256 KiB stay in L2 while the
 // token tiles (balanced widths of at most kMaxTokens) pass over them; one tile runs over
 // the whole range at once.
+template <class F>
 void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y, int64_t ys) {
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
   const int64_t narrow = n_tokens / tiles, wide = n_tokens % tiles;
@@ -160,7 +205,7 @@ void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_
     int64_t t0 = 0;
     for (int64_t tile_index = 0; tile_index < tiles; ++tile_index) {
       const int64_t width = narrow + (tile_index < wide ? 1 : 0);
-      kTiles[width - 1](w, b0, b1, a, t0, y, ys);
+      kTiles<F>[width - 1](w, b0, b1, a, t0, y, ys);
       t0 += width;
     }
   }
@@ -195,8 +240,9 @@ struct ActBuffers {
   std::vector<int32_t> corr;
 };
 
-Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf,
-             ThreadPool* pool) {
+// `bias`: the weights' storage offset (Format::kBias); each block's correction is -bias * sum.
+Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, int32_t bias, ActBuffers& buf,
+              ThreadPool* pool) {
   const int64_t nb = cols / kBlock;
   const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(DType::q8_0, cols));
   buf.blocks.resize(static_cast<size_t>(row_bytes * n_tokens));
@@ -220,7 +266,7 @@ Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, 
         uint16_t h;
         std::memcpy(&h, blocks + b * kActBlockBytes, 2);
         da[t * nb + b] = f16_to_f32_scalar(h);
-        c[b] *= -128;
+        c[b] *= -bias;
       }
     }
   };
@@ -234,45 +280,60 @@ Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, 
   return {blocks_base, row_bytes, da, corr, nb};
 }
 
+template <class F>
 Weights weights_of(const Tensor& w) {
-  if (w.packing() != Packing::q8_0_x16 || w.dtype() != DType::q8_0 || w.shape().rank() != 2) {
-    throw Error(ErrorCode::internal, "the packed q8_0 kernel got " + w.describe());
+  if (w.packing() != F::packing || w.dtype() != F::dtype || w.shape().rank() != 2) {
+    throw Error(ErrorCode::internal, "the packed " + std::string(packing_name(F::packing)) + " kernel got " +
+                                         w.describe());
   }
   const int64_t nb = w.shape()[1] / kBlock;
-  return {static_cast<const uint8_t*>(w.raw_data()), nb * kGroup, nb, w.shape()[0]};
+  return {static_cast<const uint8_t*>(w.raw_data()), nb * kGroup<F>, nb, w.shape()[0]};
 }
 
-}  // namespace
-
-bool packed_q8_0_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
-
-void linear_packed_q8_0(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
-                        float* y, int64_t y_stride, ThreadPool& pool) {
+template <class F>
+void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+         int64_t y_stride, ThreadPool& pool) {
   if (n_tokens <= 0) return;
-  const Weights weights = weights_of(w);
+  const Weights weights = weights_of<F>(w);
   // The calling thread's buffers, named through a local reference: inside a lambda a
   // thread_local would name each worker's own instance.
   thread_local ActBuffers buffers_storage;
   ActBuffers& buffers = buffers_storage;
-  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
+  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], F::kBias, buffers, &pool);
   const int64_t panels = (weights.rows + kPanelRows - 1) / kPanelRows;
-  const bool native = packed_q8_0_native();
+  const bool native = packed_blocks32_native();
   pool.parallel_for(panels, 2, [&](int64_t p0, int64_t p1, int) {
     if (native) {
-      vnni_panels(weights, acts, p0, p1, n_tokens, y, y_stride);
+      vnni_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     } else {
-      scalar_panels(weights, acts, p0, p1, n_tokens, y, y_stride);
+      scalar_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     }
     add_bias(bias, p0 * kPanelRows, std::min(weights.rows, p1 * kPanelRows), n_tokens, y, y_stride);
   });
 }
 
-void linear_packed_q8_0_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-                               int64_t y_stride) {
-  const Weights weights = weights_of(w);
+template <class F>
+void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  const Weights weights = weights_of<F>(w);
   ActBuffers buffers;
-  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
-  scalar_panels(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
+  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], F::kBias, buffers, nullptr);
+  scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
+}
+
+}  // namespace
+
+bool packed_blocks32_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
+
+void linear_packed_blocks32(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
+                            float* y, int64_t y_stride, ThreadPool& pool) {
+  if (w.packing() == Packing::q4_0_x16) return run<Q4_0Format>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  run<Q8_0Format>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+}
+
+void linear_packed_blocks32_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+                                   int64_t y_stride) {
+  if (w.packing() == Packing::q4_0_x16) return run_scalar<Q4_0Format>(w, x, x_stride, n_tokens, y, y_stride);
+  run_scalar<Q8_0Format>(w, x, x_stride, n_tokens, y, y_stride);
 }
 
 }  // namespace loom::kernels

@@ -1,0 +1,33 @@
+// Internal: products with weights of 32-element blocks and one f16 scale a row in their
+// packings (tensor/packing.hpp): q8_0 as q8_0_x16, q4_0 as q4_0_x16. Activations are
+// quantized to q8_0 once per call.
+//
+// Every output is one sequential sum over the 32-column blocks of its row, in block
+// order: acc = fma(float(block integer dot), dw * da, acc), starting from +0 — the same
+// bits whatever the batch, the tile, the thread count or the kernel family (the AVX-512
+// VNNI kernel keeps one lane per row; the scalar one is the same arithmetic), so
+// products with packed weights are batch invariant like every other. They differ in the
+// last bits from the row-major kernels, which sum even and odd blocks apart.
+#pragma once
+#include <cstdint>
+
+#include "loom/tensor.hpp"
+#include "loom/thread_pool.hpp"
+
+namespace loom::kernels {
+
+// Y[t, r] = dot(W[r, :], X[t, :]) (+ bias[r]) for a q8_0_x16 or q4_0_x16 weight W. Rows
+// are split over the pool in whole panels.
+void linear_packed_blocks32(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
+                            float* y, int64_t y_stride, ThreadPool& pool);
+
+// For tests: the same product on the scalar family, whatever the CPU.
+void linear_packed_blocks32_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+                                   int64_t y_stride);
+
+// Whether this CPU (at the current ISA cap) runs the packed kernels natively: the
+// loader packs q8_0 and q4_0 weights only then (the scalar family computes the same
+// numbers, slower than the row-major scalar kernels).
+bool packed_blocks32_native() noexcept;
+
+}  // namespace loom::kernels
