@@ -149,11 +149,55 @@ void unpack_q4_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
   }
 }
 
-constexpr std::array<PackingInfo, 4> kPackings{{
+// q6_k_x16: per block a 3360-byte group (packing.hpp): 16 f16 d, the 16 int8 scales
+// [group][row], then for each half h and column chunk j three vectors: row r's
+// ql[64h + 4j ..], ql[64h + 32 + 4j ..] and qh[32h + 4j ..] at 4r.
+constexpr int64_t kQ6KRowBlock = 210;  // ql[128], qh[64], scales[16], d
+constexpr int64_t kQ6KGroup = 210 * 16;
+constexpr int64_t kQ6KScales = 32, kQ6KChunks = 288;
+// Where byte i of a row's ql (0..127) and qh (0..63) go, lane r.
+constexpr int64_t q6k_low_at(int64_t r, int64_t i) {
+  const int64_t h = i / 64, part = i % 64 / 32, j = i % 32 / 4;
+  return kQ6KChunks + ((h * 8 + j) * 3 + part) * 64 + r * 4 + i % 4;
+}
+constexpr int64_t q6k_high_at(int64_t r, int64_t i) {
+  const int64_t h = i / 32, j = i % 32 / 4;
+  return kQ6KChunks + ((h * 8 + j) * 3 + 2) * 64 + r * 4 + i % 4;
+}
+
+void pack_q6_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+  std::memset(out, 0, static_cast<size_t>(nb * kQ6KGroup));  // padding rows: all zero
+  for (int64_t r = 0; r < 16 && panel * 16 + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = rows + ((panel * 16 + r) * nb + b) * kQ6KRowBlock;
+      uint8_t* g = out + b * kQ6KGroup;
+      std::memcpy(g + 2 * r, block + 208, 2);
+      for (int64_t s = 0; s < 16; ++s) g[kQ6KScales + s * 16 + r] = block[192 + s];
+      for (int64_t i = 0; i < 128; ++i) g[q6k_low_at(r, i)] = block[i];
+      for (int64_t i = 0; i < 64; ++i) g[q6k_high_at(r, i)] = block[128 + i];
+    }
+  }
+}
+
+void unpack_q6_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
+  for (int64_t r = 0; r < 16 && panel * 16 + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* block = rows + ((panel * 16 + r) * nb + b) * kQ6KRowBlock;
+      const uint8_t* g = in + b * kQ6KGroup;
+      std::memcpy(block + 208, g + 2 * r, 2);
+      for (int64_t s = 0; s < 16; ++s) block[192 + s] = g[kQ6KScales + s * 16 + r];
+      for (int64_t i = 0; i < 128; ++i) block[i] = g[q6k_low_at(r, i)];
+      for (int64_t i = 0; i < 64; ++i) block[128 + i] = g[q6k_high_at(r, i)];
+    }
+  }
+}
+
+constexpr std::array<PackingInfo, 5> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
     {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0_panel, unpack_q8_0_panel},
     {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k_panel, unpack_q4_k_panel},
     {Packing::q4_0_x16, "q4_0_x16", DType::q4_0, 16, 32, 18, pack_q4_0_panel, unpack_q4_0_panel},
+    {Packing::q6_k_x16, "q6_k_x16", DType::q6_k, 16, 256, 210, pack_q6_k_panel, unpack_q6_k_panel},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.

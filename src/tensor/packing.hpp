@@ -38,6 +38,16 @@
 //   block 2g, high: 2g + 1).
 // The 12 scale bytes of a block hold exactly the sixteen 6-bit values, so unpacking
 // re-encodes them bit for bit; a packed block is 148 bytes a row instead of 144.
+//
+// q6_k_x16, for a [rows, cols] q6_k matrix (cols a multiple of 256; rows padded with zero
+// rows): panel p holds rows 16p..16p+15 as nb groups of 3360 bytes (the rows' own 210 a
+// block, reordered), each
+//   16 f16 d, the 16 int8 scales [group][row] (256 bytes),
+//   for each half h (0, 1) and column chunk j (0..7), three vectors of 64 bytes holding
+//   at bytes 4r..4r+3 row r's ql[64h + 4j .. + 3], ql[64h + 32 + 4j ..] and
+//   qh[32h + 4j ..] (3072 bytes).
+// Three adjacent loads give the 6-bit values of four columns in each of the four
+// quarters of a half, and a panel is read as one stream.
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -127,6 +127,12 @@ TEST_CASE("repack: a q4_0 GGUF loads its projections packed, reports them and ma
   if (worst >= 0) WARN("small-quant q4_0 packed: worst relative L2 against llama.cpp " << worst);
 }
 
+TEST_CASE("repack: a q6_k GGUF loads its projections packed, reports them and matches llama.cpp") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const double worst = check_repacked_gguf(ref, loom::DType::q6_k, loom::Packing::q6_k_x16);
+  if (worst >= 0) WARN("small-quant q6_k packed: worst relative L2 against llama.cpp " << worst);
+}
+
 TEST_CASE("repack: a q4_k GGUF loads its projections packed, reports them and matches llama.cpp") {
   LOOM_REQUIRE_REFERENCE(ref);
   const double worst = check_repacked_gguf(ref, loom::DType::q4_k, loom::Packing::q4_k_x16);

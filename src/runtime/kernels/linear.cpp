@@ -8,7 +8,7 @@
 #include "loom/error.hpp"
 #include "runtime/kernels/gemm_kernels.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
-#include "runtime/kernels/packed_q4_k.hpp"
+#include "runtime/kernels/packed_kquants.hpp"
 #include "runtime/kernels/packed_blocks32.hpp"
 #include "runtime/kernels/quant_dot.hpp"
 #include "tensor/quant/quant.hpp"
@@ -178,8 +178,8 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     linear_packed_blocks32(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
-  if (w.packing() == Packing::q4_k_x16) {
-    linear_packed_q4_k(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  if (w.packing() == Packing::q4_k_x16 || w.packing() == Packing::q6_k_x16) {
+    linear_packed_kquants(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
   check_weight(w);
@@ -229,7 +229,10 @@ Packing preferred_packing(DType dtype) noexcept {
   if (dtype == DType::q4_0 && packed_blocks32_native()) return Packing::q4_0_x16;
   // q4_k in panels of 16 rows: the nibbles and the sub-block scales of 16 rows per
   // VPDPBUSD / VPMULLD (docs/quantization.md, "Packed weights").
-  if (dtype == DType::q4_k && packed_q4_k_native()) return Packing::q4_k_x16;
+  if (dtype == DType::q4_k && packed_kquants_native()) return Packing::q4_k_x16;
+  // q6_k likewise: three loads give sixteen rows' 6-bit values for four columns in each
+  // quarter of a half block, scales by VPMULLD per 16 columns.
+  if (dtype == DType::q6_k && packed_kquants_native()) return Packing::q6_k_x16;
   return Packing::none;
 }
 

@@ -37,7 +37,7 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
 void add_bias(const Tensor* bias, int64_t r0, int64_t r1, int64_t n_tokens, float* y, int64_t y_stride);
 // The packing (kernel-native layout) linear() runs fastest on for weights of `dtype` on
 // this CPU at the current ISA cap, or Packing::none. Packed weights (w.packing()) go to
-// their own kernels (runtime/kernels/packed_blocks32.hpp, packed_q4_k.hpp).
+// their own kernels (runtime/kernels/packed_blocks32.hpp, packed_kquants.hpp).
 Packing preferred_packing(DType dtype) noexcept;
 // True when linear() has a kernel for weights of this dtype.
 bool linear_supports(DType dtype) noexcept;

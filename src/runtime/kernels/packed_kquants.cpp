@@ -1,0 +1,479 @@
+#include "runtime/kernels/packed_kquants.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/simd.hpp"
+#include "loom/convert.hpp"
+#include "loom/cpu.hpp"
+#include "loom/error.hpp"
+#include "runtime/kernels/linear.hpp"
+#include "runtime/kernels/quant_dot.hpp"
+#include "tensor/packing.hpp"
+
+namespace loom::kernels {
+
+namespace {
+
+constexpr int64_t kPanelRows = 16;
+constexpr int64_t kBlock = 256;
+// A q8_k activation block: f32 d, 256 x i8 quants, 16 x i16 sums of 16.
+constexpr int64_t kActBlockBytes = 292;
+constexpr int64_t kActQuants = 4;
+constexpr int64_t kActSums = 4 + 256;
+
+// One call's quantized activations: token t's q8_k blocks at blocks + t * row_bytes, each
+// block's scale at da[t * nb + b], and its 32-element sub-block sums for q4_k's mins, as
+// the i16 pairs VPDPWSSD takes: mins[(t * nb + b) * 4 + k] = sum(2k) | sum(2k + 1) << 16.
+// (q6_k's scales pair with q8_k's own sums of 16, read from the blocks.)
+struct Acts {
+  const uint8_t* blocks;
+  int64_t row_bytes;
+  const float* da;
+  const int32_t* mins;
+  int64_t nb;
+
+  const uint8_t* block(int64_t t, int64_t b) const { return blocks + t * row_bytes + b * kActBlockBytes; }
+  int32_t sum_pair(int64_t t, int64_t b, int k) const {  // (bsums[2k], bsums[2k + 1])
+    int32_t pair;
+    std::memcpy(&pair, block(t, b) + kActSums + 4 * k, 4);
+    return pair;
+  }
+};
+
+struct Weights {
+  const uint8_t* base;
+  int64_t panel_bytes;
+  int64_t group_bytes;
+  int64_t nb;
+  int64_t rows;
+
+  const uint8_t* group(int64_t panel, int64_t block) const { return base + panel * panel_bytes + block * group_bytes; }
+};
+
+#define PK_INLINE LOOM_TARGET_AVX512_VNNI __attribute__((always_inline)) inline
+
+// Each panel stream prefetches this far ahead of its loads (as the 32-element-block
+// packed kernels).
+constexpr int64_t kAheadBytes = 2048;
+
+template <int P, int T>
+PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t t0, __m512 (&acc)[P][T], float* y, int64_t ys) {
+  _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+    const int64_t row0 = (p0 + p) * kPanelRows;
+    const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - row0);
+    const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, acc[p][t]);
+  }
+}
+
+// ---- q4_k_x16 (tensor/packing.hpp): d, dmin, scales and mins as bytes, nibble vectors ----
+
+struct Q4K {
+  static constexpr Packing packing = Packing::q4_k_x16;
+  static constexpr DType dtype = DType::q4_k;
+  static constexpr int64_t kGroupBytes = 2368;
+  static constexpr int64_t kDmin = 32, kScales = 64, kMins = 192, kQuants = 320;
+  static constexpr int kMaxTokens = 4;
+  // Panels a tile runs side by side for T tokens: what the registers hold.
+  static constexpr int panels_for(int t) { return t == 1 ? 4 : t == 2 ? 2 : 1; }
+
+  // Byte c (0..127) of row r's nibbles in a group's quant part.
+  static constexpr int64_t quant_at(int64_t r, int64_t c) { return (c / 32) * 512 + ((c % 32) / 4) * 64 + r * 4 + c % 4; }
+
+  // The scalar family's step for one (row, token, block).
+  static float scalar_block(const uint8_t* g, const Acts& a, int64_t r, int64_t t, int64_t b, float acc) {
+    const auto* act = reinterpret_cast<const int8_t*>(a.block(t, b) + kActQuants);
+    int32_t isum = 0;
+    for (int s = 0; s < 8; ++s) {
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l) {
+        const int nibble = (g[kQuants + quant_at(r, 32 * (s / 2) + l)] >> (4 * (s % 2))) & 0xF;
+        dot += nibble * act[32 * s + l];
+      }
+      isum += static_cast<int32_t>(g[kScales + s * 16 + r]) * dot;
+    }
+    int32_t msum = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int32_t pair = a.mins[(t * a.nb + b) * 4 + k];
+      msum += static_cast<int32_t>(g[kMins + k * 32 + 2 * r]) * static_cast<int16_t>(pair & 0xFFFF) +
+              static_cast<int32_t>(g[kMins + k * 32 + 2 * r + 1]) * static_cast<int16_t>(pair >> 16);
+    }
+    uint16_t h;
+    std::memcpy(&h, g + 2 * r, 2);
+    const float d = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
+    std::memcpy(&h, g + kDmin + 2 * r, 2);
+    const float dmin = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
+    acc = std::fma(static_cast<float>(isum), d, acc);
+    return std::fma(-static_cast<float>(msum), dmin, acc);
+  }
+
+  template <int P, int T>
+  PK_INLINE static void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
+    __m512 acc[P][T];
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < w.nb; ++b) {
+      const uint8_t* g[P];
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p, b);
+      const uint8_t* act[T];
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
+      __m512i isum[P][T];
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) isum[p][t] = _mm512_setzero_si512();
+      }
+      for (int pair = 0; pair < 4; ++pair) {
+        __m512i lo[P][T], hi[P][T];
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) lo[p][t] = hi[p][t] = _mm512_setzero_si512();
+        }
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
+          __m512i wl[P], wh[P];
+          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+            const uint8_t* at = g[p] + kQuants + pair * 512 + j * 64;
+            _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
+            const __m512i v = _mm512_loadu_si512(at);
+            wl[p] = _mm512_and_si512(v, low4);
+            wh[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          }
+          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+            int32_t four_lo, four_hi;
+            std::memcpy(&four_lo, act[t] + pair * 64 + 4 * j, 4);
+            std::memcpy(&four_hi, act[t] + pair * 64 + 32 + 4 * j, 4);
+            const __m512i al = _mm512_set1_epi32(four_lo);
+            const __m512i ah = _mm512_set1_epi32(four_hi);
+            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+              lo[p][t] = _mm512_dpbusd_epi32(lo[p][t], wl[p], al);
+              hi[p][t] = _mm512_dpbusd_epi32(hi[p][t], wh[p], ah);
+            }
+          }
+        }
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+          const __m512i sl = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + (2 * pair) * 16)));
+          const __m512i sh = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + (2 * pair + 1) * 16)));
+          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+            isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_add_epi32(_mm512_mullo_epi32(lo[p][t], sl),
+                                                                       _mm512_mullo_epi32(hi[p][t], sh)));
+          }
+        }
+      }
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+        __m512i msum[T];
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
+          const __m512i mk = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g[p] + kMins + k * 32)));
+          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+            msum[t] = _mm512_dpwssd_epi32(msum[t], mk, _mm512_set1_epi32(a.mins[((t0 + t) * w.nb + b) * 4 + k]));
+          }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g[p])));
+        const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g[p] + kDmin)));
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+          const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]);
+          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dw, da), acc[p][t]);
+          acc[p][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmw, da), acc[p][t]);
+        }
+      }
+    }
+    store_tile<P, T>(w, p0, t0, acc, y, ys);
+  }
+};
+
+// ---- q6_k_x16 (tensor/packing.hpp): d, int8 scales [group][row], ql and qh vectors ----
+//
+// Value v (0..255) of a row: half h = v / 128, quarter q = v % 128 / 32, l = v % 32; its
+// low four bits are nibble q / 2 of ql[64h + 32(q % 2) + l], its high two bits are bits
+// 2q, 2q + 1 of qh[32h + l]; it counts as (6-bit value - 32) times the scale of group
+// 8h + 2q + l / 16. Per row and block the integer is
+//   sum over groups g of scale[g] * (sum of value * activation) - 32 * sum of scale[g] * bsum[g],
+// and acc = fma(float(that), d * da, acc).
+struct Q6K {
+  static constexpr Packing packing = Packing::q6_k_x16;
+  static constexpr DType dtype = DType::q6_k;
+  static constexpr int64_t kGroupBytes = 3360;
+  static constexpr int64_t kScales = 32, kChunks = 288;  // 16 f16 d, then int8 scales, then the chunks
+  // The three vectors of half h, column chunk j: ql low part, ql high part, qh.
+  static constexpr int64_t chunk_at(int h, int j) { return kChunks + (h * 8 + j) * 192; }
+  static constexpr int kMaxTokens = 3;
+  static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
+
+  static int32_t value(const uint8_t* g, int64_t r, int v) {
+    const int h = v / 128, q = v % 128 / 32, l = v % 32;
+    const uint8_t* chunk = g + chunk_at(h, l / 4) + r * 4 + l % 4;
+    const int low = (chunk[64 * (q % 2)] >> (4 * (q / 2))) & 0xF;
+    const int high = (chunk[128] >> (2 * q)) & 3;
+    return low | (high << 4);
+  }
+
+  static float scalar_block(const uint8_t* g, const Acts& a, int64_t r, int64_t t, int64_t b, float acc) {
+    const uint8_t* block = a.block(t, b);
+    const auto* act = reinterpret_cast<const int8_t*>(block + kActQuants);
+    int16_t bsums[16];
+    std::memcpy(bsums, block + kActSums, sizeof bsums);
+    int32_t isum = 0, msum = 0;
+    for (int group = 0; group < 16; ++group) {
+      const int h = group / 8, q = group % 8 / 2, half16 = group % 2;
+      int32_t dot = 0;
+      for (int i = 0; i < 16; ++i) {
+        const int v = 128 * h + 32 * q + 16 * half16 + i;
+        dot += value(g, r, v) * act[v];
+      }
+      const int32_t scale = static_cast<int8_t>(g[kScales + group * 16 + r]);
+      isum += scale * dot;
+      msum += scale * bsums[group];
+    }
+    uint16_t h;
+    std::memcpy(&h, g + 2 * r, 2);
+    const float d = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
+    return std::fma(static_cast<float>(isum - 32 * msum), d, acc);
+  }
+
+  template <int P, int T>
+  PK_INLINE static void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
+    __m512 acc[P][T];
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i bits01 = _mm512_set1_epi8(0x03), bits23 = _mm512_set1_epi8(0x0C);
+    const __m512i bits45 = _mm512_set1_epi8(0x30), bits67 = _mm512_set1_epi8(static_cast<char>(0xC0));
+    for (int64_t b = 0; b < w.nb; ++b) {
+      const uint8_t* g[P];
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p, b);
+      const uint8_t* act[T];
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
+      __m512i isum[P][T];
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) isum[p][t] = _mm512_setzero_si512();
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int half16 = 0; half16 < 2; ++half16) {  // l in [0, 16) or [16, 32): the scale groups
+          __m512i dot[4][P][T];
+          _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
+            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+              _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) dot[q][p][t] = _mm512_setzero_si512();
+            }
+          }
+          _Pragma("GCC unroll 4") for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * half16 + jj;  // columns l = 4j .. 4j + 3
+            __m512i wq[4][P];
+            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+              const uint8_t* chunk = g[p] + chunk_at(h, j);
+              _Pragma("GCC unroll 3") for (int line = 0; line < 3; ++line) {
+                _mm_prefetch(reinterpret_cast<const char*>(chunk + kAheadBytes + 64 * line), _MM_HINT_T0);
+              }
+              const __m512i A = _mm512_loadu_si512(chunk);
+              const __m512i B = _mm512_loadu_si512(chunk + 64);
+              const __m512i C = _mm512_loadu_si512(chunk + 128);
+              // (x & mask) | y in one VPTERNLOG each (imm 0xEA).
+              wq[0][p] = _mm512_ternarylogic_epi32(A, low4, _mm512_slli_epi16(_mm512_and_si512(C, bits01), 4), 0xEA);
+              wq[1][p] = _mm512_ternarylogic_epi32(B, low4, _mm512_slli_epi16(_mm512_and_si512(C, bits23), 2), 0xEA);
+              wq[2][p] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(A, 4), low4, _mm512_and_si512(C, bits45), 0xEA);
+              wq[3][p] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(B, 4), low4,
+                                                   _mm512_srli_epi16(_mm512_and_si512(C, bits67), 2), 0xEA);
+            }
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+              _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
+                int32_t four;
+                std::memcpy(&four, act[t] + 128 * h + 32 * q + 4 * j, 4);
+                const __m512i av = _mm512_set1_epi32(four);
+                _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[q][p][t] = _mm512_dpbusd_epi32(dot[q][p][t], wq[q][p], av);
+              }
+            }
+          }
+          _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
+            const int group = 8 * h + 2 * q + half16;
+            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+              const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + group * 16)));
+              _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+                isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_mullo_epi32(dot[q][p][t], sc));
+              }
+            }
+          }
+        }
+      }
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+        __m512i msum[T];
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
+          // Scales of groups 2k and 2k + 1 side by side per row: the i16 pair of a lane.
+          const __m128i even = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + (2 * k) * 16));
+          const __m128i odd = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + (2 * k + 1) * 16));
+          const __m256i pairs = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(even, odd)),
+                                                        _mm_unpackhi_epi8(even, odd), 1);
+          const __m512i sk = _mm512_cvtepi8_epi16(pairs);
+          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+            msum[t] = _mm512_dpwssd_epi32(msum[t], sk, _mm512_set1_epi32(a.sum_pair(t0 + t, b, k)));
+          }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g[p])));
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+          const __m512i total = _mm512_sub_epi32(isum[p][t], _mm512_slli_epi32(msum[t], 5));
+          const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]));
+          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), d, acc[p][t]);
+        }
+      }
+    }
+    store_tile<P, T>(w, p0, t0, acc, y, ys);
+  }
+};
+
+// ---- the driver, per format ----
+
+template <class F>
+void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y,
+                   int64_t ys) {
+  for (int64_t p = p0; p < p1; ++p) {
+    for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < w.rows; ++r) {
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        float acc = 0.0f;
+        for (int64_t b = 0; b < w.nb; ++b) acc = F::scalar_block(w.group(p, b), a, r, t, b, acc);
+        y[t * ys + p * kPanelRows + r] = acc;
+      }
+    }
+  }
+}
+
+// Panels [p0, p1) against a tile of T tokens, F::panels_for(T) at a time.
+template <class F, int T>
+LOOM_TARGET_AVX512_VNNI void panels_tile(const Weights& w, int64_t p0, int64_t p1, const Acts& a, int64_t t0,
+                                         float* y, int64_t ys) {
+  constexpr int kP = F::panels_for(T);
+  int64_t p = p0;
+  for (; p + kP <= p1; p += kP) F::template tile<kP, T>(w, p, a, t0, y, ys);
+  for (; p < p1; ++p) F::template tile<1, T>(w, p, a, t0, y, ys);
+}
+
+using TileFn = void (*)(const Weights&, int64_t, int64_t, const Acts&, int64_t, float*, int64_t);
+// Tiles of 1..F::kMaxTokens tokens (a format allowing three repeats its widest in the
+// fourth entry, never used).
+template <class F>
+constexpr TileFn kTiles[4] = {panels_tile<F, 1>, panels_tile<F, 2>, panels_tile<F, 3>,
+                              panels_tile<F, std::min(4, F::kMaxTokens)>};
+
+// Panels [p0, p1), every token: blocks of panels of about 256 KiB stay in L2 while the
+// token tiles (balanced widths of at most F::kMaxTokens) pass over them; one tile runs
+// over the whole range at once.
+template <class F>
+void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y, int64_t ys) {
+  const int64_t tiles = (n_tokens + F::kMaxTokens - 1) / F::kMaxTokens;
+  const int64_t narrow = n_tokens / tiles, wide = n_tokens % tiles;
+  const int64_t block = tiles == 1 ? p1 - p0 : std::max<int64_t>(1, (int64_t{256} << 10) / w.panel_bytes);
+  for (int64_t b0 = p0; b0 < p1; b0 += block) {
+    const int64_t b1 = std::min(p1, b0 + block);
+    int64_t t0 = 0;
+    for (int64_t tile_index = 0; tile_index < tiles; ++tile_index) {
+      const int64_t width = narrow + (tile_index < wide ? 1 : 0);
+      kTiles<F>[width - 1](w, b0, b1, a, t0, y, ys);
+      t0 += width;
+    }
+  }
+}
+
+// The activations of one call, quantized to q8_k (bit for bit what the row-major k-quant
+// kernels consume), with each block's scale and the 32-element sums as i16 pairs.
+struct ActBuffers {
+  std::vector<std::byte> blocks;
+  std::vector<float> da;
+  std::vector<int32_t> mins;
+};
+
+Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf,
+              ThreadPool* pool) {
+  const int64_t nb = cols / kBlock;
+  const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(DType::q8_k, cols));
+  buf.blocks.resize(static_cast<size_t>(row_bytes * n_tokens));
+  buf.da.resize(static_cast<size_t>(nb * n_tokens));
+  buf.mins.resize(static_cast<size_t>(nb * n_tokens * 4));
+  auto* blocks_base = reinterpret_cast<uint8_t*>(buf.blocks.data());
+  float* da = buf.da.data();
+  int32_t* mins = buf.mins.data();
+  auto rows = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      uint8_t* blocks = blocks_base + t * row_bytes;
+      quant::quantize_activations(DType::q8_k, x + t * x_stride, blocks, cols);
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* block = blocks + b * kActBlockBytes;
+        std::memcpy(&da[t * nb + b], block, 4);
+        int16_t bsums[16];
+        std::memcpy(bsums, block + kActSums, sizeof bsums);
+        for (int k = 0; k < 4; ++k) {
+          // Sums of 32 quants in [-127, 127]: they fit an i16.
+          const auto even = static_cast<uint16_t>(static_cast<int16_t>(bsums[4 * k] + bsums[4 * k + 1]));
+          const auto odd = static_cast<uint16_t>(static_cast<int16_t>(bsums[4 * k + 2] + bsums[4 * k + 3]));
+          mins[(t * nb + b) * 4 + k] = static_cast<int32_t>(static_cast<uint32_t>(even) | (static_cast<uint32_t>(odd) << 16));
+        }
+      }
+    }
+  };
+  // A row quantizes in about a microsecond, less than waking the pool, so a decode
+  // step's (one or two tokens) stay on this thread.
+  if (pool == nullptr || n_tokens <= 2) {
+    rows(0, n_tokens, 0);
+  } else {
+    pool->parallel_for(n_tokens, 1, rows);
+  }
+  return {blocks_base, row_bytes, da, mins, nb};
+}
+
+template <class F>
+Weights weights_of(const Tensor& w) {
+  if (w.packing() != F::packing || w.dtype() != F::dtype || w.shape().rank() != 2) {
+    throw Error(ErrorCode::internal, "the packed " + std::string(packing_name(F::packing)) + " kernel got " +
+                                         w.describe());
+  }
+  const int64_t nb = w.shape()[1] / kBlock;
+  return {static_cast<const uint8_t*>(w.raw_data()), nb * F::kGroupBytes, F::kGroupBytes, nb, w.shape()[0]};
+}
+
+template <class F>
+void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+         int64_t y_stride, ThreadPool& pool) {
+  if (n_tokens <= 0) return;
+  const Weights weights = weights_of<F>(w);
+  // The calling thread's buffers, named through a local reference: inside a lambda a
+  // thread_local would name each worker's own instance.
+  thread_local ActBuffers buffers_storage;
+  ActBuffers& buffers = buffers_storage;
+  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
+  const int64_t panels = (weights.rows + kPanelRows - 1) / kPanelRows;
+  const bool native = packed_kquants_native();
+  pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1, int) {
+    if (native) {
+      vnni_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
+    } else {
+      scalar_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
+    }
+    add_bias(bias, p0 * kPanelRows, std::min(weights.rows, p1 * kPanelRows), n_tokens, y, y_stride);
+  });
+}
+
+template <class F>
+void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  const Weights weights = weights_of<F>(w);
+  ActBuffers buffers;
+  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
+  scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
+}
+
+}  // namespace
+
+bool packed_kquants_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
+
+void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
+                           float* y, int64_t y_stride, ThreadPool& pool) {
+  if (w.packing() == Packing::q6_k_x16) return run<Q6K>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  run<Q4K>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+}
+
+void linear_packed_kquants_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+                                  int64_t y_stride) {
+  if (w.packing() == Packing::q6_k_x16) return run_scalar<Q6K>(w, x, x_stride, n_tokens, y, y_stride);
+  run_scalar<Q4K>(w, x, x_stride, n_tokens, y, y_stride);
+}
+
+}  // namespace loom::kernels

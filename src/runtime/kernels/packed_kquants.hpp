@@ -1,0 +1,39 @@
+// Internal: products with k-quant weights in their packings (tensor/packing.hpp): q4_k as
+// q4_k_x16, q6_k as q6_k_x16.
+//
+// Activations are quantized to q8_k (256-element blocks, f32 scale, sums of 16) once per
+// call. Per row and 256-column block the integer sums are exact — q4_k:
+//   isum = sum over the 8 sub-blocks s of scale[s] * (sum of nibble * activation byte),
+//   msum = sum over s of min[s] * (sum of the sub-block's activation bytes),
+//   acc = fma(float(isum), d * da, acc); acc = fma(-float(msum), dmin * da, acc);
+// q6_k:
+//   total = sum over the 16 groups g of scale[g] * (sum of 6-bit value * activation byte)
+//           - 32 * sum over g of scale[g] * (sum of the group's activation bytes),
+//   acc = fma(float(total), d * da, acc);
+// each output one sequential float sum in block order from +0. So every batch, tile,
+// thread count and kernel family (the AVX-512 VNNI kernels keep one lane per row; the
+// scalar one is the same arithmetic) gives the same bits: products with packed k-quant
+// weights are batch invariant. They differ in the last bits from the row-major kernels,
+// which order their sums otherwise.
+#pragma once
+#include <cstdint>
+
+#include "loom/tensor.hpp"
+#include "loom/thread_pool.hpp"
+
+namespace loom::kernels {
+
+// Y[t, r] = dot(W[r, :], X[t, :]) (+ bias[r]) for a q4_k_x16 or q6_k_x16 weight W. Rows
+// are split over the pool in whole panels.
+void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
+                           float* y, int64_t y_stride, ThreadPool& pool);
+
+// For tests: the same product on the scalar family, whatever the CPU.
+void linear_packed_kquants_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+                                  int64_t y_stride);
+
+// Whether this CPU (at the current ISA cap) runs the packed kernels natively (AVX-512
+// VNNI); the loader packs q4_k and q6_k weights only then.
+bool packed_kquants_native() noexcept;
+
+}  // namespace loom::kernels
