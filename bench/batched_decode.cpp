@@ -120,20 +120,11 @@ int main(int argc, char** argv) {
     }
     const auto rows = loom::bench::synthetic_model(config, *dtype);
     const double bytes = loom::bench::matrix_bytes(*rows);  // the packed copy reads the same bytes
-    std::vector<std::shared_ptr<const loom::Model>> models;
-    for (const auto& mode : split(args["--repack"])) {
-      if (mode == "off") {
-        models.push_back(rows);
-      } else if (mode == "auto") {
-        if (auto packed = loom::bench::repacked_copy(*rows)) models.push_back(packed);  // none: no row
-      } else {
-        std::fprintf(stderr, "unknown --repack mode %s (expected off, auto)\n", mode.c_str());
-        return 2;
-      }
-    }
+    const auto models = loom::bench::models_for_repack(rows, args["--repack"]);
+    if (!models) return 2;
     // Quantized products run on int8 dot products: their share is of the int8 peak.
     const double row_peak = loom::is_quantized(*dtype) ? int8_peak : peak;
-    for (const auto& model : models) {
+    for (const auto& model : *models) {
       for (const int64_t b : batch_sizes) {
         std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(b));
         for (int64_t s = 0; s < b; ++s) {

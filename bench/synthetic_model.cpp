@@ -1,6 +1,7 @@
 #include "synthetic_model.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <vector>
 
@@ -113,6 +114,22 @@ std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m) {
     }
   }
   return any ? std::make_shared<const loom::Model>(c, std::move(w)) : nullptr;
+}
+
+std::optional<std::vector<std::shared_ptr<const loom::Model>>> models_for_repack(
+    const std::shared_ptr<const loom::Model>& rows, const std::string& modes) {
+  std::vector<std::shared_ptr<const loom::Model>> models;
+  for (const auto& mode : split(modes)) {
+    if (mode == "off") {
+      models.push_back(rows);
+    } else if (mode == "auto") {
+      if (auto packed = repacked_copy(*rows)) models.push_back(packed);
+    } else {
+      std::fprintf(stderr, "unknown --repack mode %s (expected off, auto)\n", mode.c_str());
+      return std::nullopt;
+    }
+  }
+  return models;
 }
 
 std::string layout_of(const loom::Model& m) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@ std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, l
 // `m` with each projection matrix in the kernel-native layout its dtype has on this CPU
 // (what LoadOptions::repack = automatic does at load), or nullptr when no matrix has one.
 std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m);
+// The models a --repack list ("off,auto") names: `rows` for off, its repacked_copy for
+// auto (none where no matrix has a kernel layout); nullopt, with a message on stderr,
+// for an unknown mode.
+std::optional<std::vector<std::shared_ptr<const loom::Model>>> models_for_repack(
+    const std::shared_ptr<const loom::Model>& rows, const std::string& modes);
 // "rows", or the packing of the model's first packed projection matrix.
 std::string layout_of(const loom::Model& m);
 // Weight bytes decode reads per pass: every projection matrix and the output matrix.

@@ -90,18 +90,9 @@ int main(int argc, char** argv) {
     }
     const auto rows = synthetic_model(config, *dtype);
     const double bytes = matrix_bytes(*rows);  // the packed copy reads the same bytes
-    std::vector<std::shared_ptr<const loom::Model>> models;
-    for (const auto& mode : split(args["--repack"])) {
-      if (mode == "off") {
-        models.push_back(rows);
-      } else if (mode == "auto") {
-        if (auto packed = loom::bench::repacked_copy(*rows)) models.push_back(packed);  // none: no row
-      } else {
-        std::fprintf(stderr, "unknown --repack mode %s (expected off, auto)\n", mode.c_str());
-        return 2;
-      }
-    }
-    for (const auto& model : models) {
+    const auto models = loom::bench::models_for_repack(rows, args["--repack"]);
+    if (!models) return 2;
+    for (const auto& model : *models) {
       for (int t : thread_counts) {
         loom::SessionOptions o;
         o.n_threads = t;

@@ -15,6 +15,7 @@
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/packed_blocks32.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 #include "support/test_support.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
@@ -175,5 +176,5 @@ TEST_CASE("packed q8_0 and q4_0: the kernels ask for the packing only where the 
   IsaScope cap(loom::Isa::avx2);
   CHECK(loom::kernels::preferred_packing(DType::q8_0) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q4_0) == Packing::none);
-  CHECK_FALSE(loom::kernels::packed_blocks32_native());
+  CHECK_FALSE(loom::kernels::packed_vnni_native());
 }

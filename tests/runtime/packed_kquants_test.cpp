@@ -16,6 +16,7 @@
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/packed_kquants.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 #include "support/test_support.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
@@ -180,5 +181,5 @@ TEST_CASE("packed q4_k and q6_k: the kernels ask for the packing only where the 
   IsaScope cap(loom::Isa::avx2);
   CHECK(loom::kernels::preferred_packing(DType::q4_k) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q6_k) == Packing::none);
-  CHECK_FALSE(loom::kernels::packed_kquants_native());
+  CHECK_FALSE(loom::kernels::packed_vnni_native());
 }

@@ -16,6 +16,7 @@
 #include "loom/session.hpp"
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "support/model_compare.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_model.hpp"
 #include "tensor/packing.hpp"
@@ -74,21 +75,6 @@ std::vector<float> logits_of(const std::shared_ptr<const loom::Model>& model) {
     out.insert(out.end(), row.begin(), row.end());
   }
   return out;
-}
-
-// Every matrix and embedding of two models, as rows, byte for byte.
-void check_same_rows(const loom::Model& a, const loom::Model& b) {
-  for (const auto& slot : loom::slots::all_slots()) {
-    if (loom::slots::is_vector(slot.role) || !slot.needed(a.config())) continue;
-    for (int64_t l = 0; l < (slot.per_layer ? a.config().n_layers : 1); ++l) {
-      const loom::Tensor x = loom::unpack(loom::slots::tensor_of(a.weights(), slot, l));
-      const loom::Tensor y = loom::unpack(loom::slots::tensor_of(b.weights(), slot, l));
-      INFO(loom::slots::full_name(slot, l));
-      REQUIRE(x.dtype() == y.dtype());
-      REQUIRE(x.nbytes() == y.nbytes());
-      CHECK(std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.nbytes())) == 0);
-    }
-  }
 }
 
 // Matrices the writer packs: every projection, the untied output; not the embedding.
@@ -175,7 +161,7 @@ TEST_CASE("packed packs: --repack stores the kernel layout, a load maps it as st
     CHECK(rec.stored_bytes == static_cast<uint64_t>(loom::packed_nbytes(Packing::q8_0_x16, loom::Shape{120, 64})));
     CHECK(rec.stored_bytes == 8 * 16 * 2 * 34);
     CHECK(r.to_text().find(std::to_string(projections) + " packed as stored") != std::string::npos);
-    check_same_rows(*rows, *model);
+    t::check_same_rows(*rows, *model);
     CHECK(t::same_bits(logits_of(model), packed_logits));
     // A repacking load keeps what is already packed.
     const auto again = loom::load_model(dir / "packed", load_options(std::nullopt, loom::RepackMode::automatic));
@@ -200,7 +186,7 @@ TEST_CASE("packed packs: --repack stores the kernel layout, a load maps it as st
     CHECK(has_note(r, std::to_string(projections) + " matrices stored as q8_0_x16 (packed for " + packed_for +
                           ") were unpacked to rows: this CPU's kernels (" + loom::isa_description() +
                           ") do not read that layout"));
-    check_same_rows(*rows, *model);
+    t::check_same_rows(*rows, *model);
     const auto rows_here = loom::load_model(dir / "rows", load_options());
     CHECK(t::same_bits(logits_of(model), logits_of(rows_here)));
   }
@@ -222,7 +208,7 @@ TEST_CASE("packed packs: --repack stores the kernel layout, a load maps it as st
     CHECK(back.find("\"repacked\"") == std::string::npos);
     const auto model = loom::load_model(dir / "back", load_options());
     CHECK(model->load_report()->stored_packed_tensors == 0);
-    check_same_rows(*rows, *model);
+    t::check_same_rows(*rows, *model);
     CHECK(t::same_bits(logits_of(model), rows_logits));
   }
 }

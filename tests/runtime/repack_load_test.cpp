@@ -16,6 +16,7 @@
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "support/reference_data.hpp"
+#include "support/model_compare.hpp"
 #include "support/test_support.hpp"
 #include "tensor/packing.hpp"
 
@@ -31,21 +32,6 @@ loom::LoadOptions repack_options(loom::RepackMode mode) {
 }
 
 bool native() { return loom::kernels::preferred_packing(loom::DType::q8_0) == loom::Packing::q8_0_x16; }
-
-// Every matrix and embedding of two models, as rows, byte for byte.
-void check_same_rows(const loom::Model& a, const loom::Model& b) {
-  for (const auto& slot : loom::slots::all_slots()) {
-    if (loom::slots::is_vector(slot.role) || !slot.needed(a.config())) continue;
-    for (int64_t l = 0; l < (slot.per_layer ? a.config().n_layers : 1); ++l) {
-      const loom::Tensor x = loom::unpack(loom::slots::tensor_of(a.weights(), slot, l));
-      const loom::Tensor y = loom::unpack(loom::slots::tensor_of(b.weights(), slot, l));
-      INFO(loom::slots::full_name(slot, l));
-      REQUIRE(x.dtype() == y.dtype());
-      REQUIRE(x.nbytes() == y.nbytes());
-      CHECK(std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.nbytes())) == 0);
-    }
-  }
-}
 
 }  // namespace
 
@@ -82,7 +68,7 @@ double check_repacked_gguf(const fs::path& ref, loom::DType dtype, loom::Packing
   CHECK(report.memory.owned_weight_bytes > plain->load_report()->memory.owned_weight_bytes);
   CHECK(report.to_text().find("(29 repacked)") != std::string::npos);
   CHECK(report.to_json(true).find("\"packing\": \"" + packing_text + "\"") != std::string::npos);
-  check_same_rows(*plain, *packed);
+  t::check_same_rows(*plain, *packed);
 
   // Logits: within the bound every kernel family meets (reference_models_test.cpp).
   const auto ids = t::read_ids(dir / "logits" / "story.ids.txt");
@@ -150,7 +136,7 @@ TEST_CASE("repack: packs written from a packed load hold rows, and draft copies 
   loom::write_pack(src, tmp / "on", on);
   const auto a = loom::load_model(tmp / "off", repack_options(loom::RepackMode::off));
   const auto b = loom::load_model(tmp / "on", repack_options(loom::RepackMode::off));
-  check_same_rows(*a, *b);
+  t::check_same_rows(*a, *b);
 
   const auto plain = loom::load_model(src, repack_options(loom::RepackMode::off));
   const auto packed = loom::load_model(src, repack_options(loom::RepackMode::automatic));
@@ -158,7 +144,7 @@ TEST_CASE("repack: packs written from a packed load hold rows, and draft copies 
     INFO(loom::dtype_name(dtype));
     const auto d1 = loom::make_draft_copy(*plain, dtype);
     const auto d2 = loom::make_draft_copy(*packed, dtype);
-    check_same_rows(*d1, *d2);
+    t::check_same_rows(*d1, *d2);
     if (native() && dtype == loom::DType::q8_0) CHECK(d2->weights().layers[1].attn_q.packing() == loom::Packing::q8_0_x16);
   }
 }

@@ -9,6 +9,7 @@
 #include "runtime/kernels/gemm_kernels.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
 #include "runtime/kernels/packed_kquants.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 #include "runtime/kernels/packed_blocks32.hpp"
 #include "runtime/kernels/quant_dot.hpp"
 #include "tensor/quant/quant.hpp"
@@ -220,19 +221,26 @@ bool linear_supports(DType dtype) noexcept {
   return is_quantized(dtype) && quant::has_kernels(dtype);
 }
 
+// The layout each dtype's packed kernel reads, where those kernels run (docs/quantization.md,
+// "Packed weights": sixteen rows per VPDPBUSD; 2-3x the row-major prefill and batch rate;
+// q8_0 and q6_k decode a little slower packed, q4_0 and q4_k faster). Only with VNNI: the
+// scalar family's packed products are slower than the row-major ones.
+struct PackedLayout {
+  DType dtype;
+  Packing packing;
+};
+constexpr PackedLayout kPackedLayouts[] = {
+    {DType::q8_0, Packing::q8_0_x16},
+    {DType::q4_0, Packing::q4_0_x16},
+    {DType::q4_k, Packing::q4_k_x16},
+    {DType::q6_k, Packing::q6_k_x16},
+};
+
 Packing preferred_packing(DType dtype) noexcept {
-  // q8_0 in panels of 16 rows: 2.6x the row-major kernel's rate in cache (prefill and
-  // batches; docs/quantization.md, "Packed weights"), the same from memory in decode.
-  // Only where the VNNI kernel runs: the scalar family's packed product is slower.
-  if (dtype == DType::q8_0 && packed_blocks32_native()) return Packing::q8_0_x16;
-  // q4_0 the same way: sixteen rows' nibbles per load, eight VPDPBUSD a block.
-  if (dtype == DType::q4_0 && packed_blocks32_native()) return Packing::q4_0_x16;
-  // q4_k in panels of 16 rows: the nibbles and the sub-block scales of 16 rows per
-  // VPDPBUSD / VPMULLD (docs/quantization.md, "Packed weights").
-  if (dtype == DType::q4_k && packed_kquants_native()) return Packing::q4_k_x16;
-  // q6_k likewise: three loads give sixteen rows' 6-bit values for four columns in each
-  // quarter of a half block, scales by VPMULLD per 16 columns.
-  if (dtype == DType::q6_k && packed_kquants_native()) return Packing::q6_k_x16;
+  if (!packed_vnni_native()) return Packing::none;
+  for (const PackedLayout& l : kPackedLayouts) {
+    if (l.dtype == dtype) return l.packing;
+  }
   return Packing::none;
 }
 

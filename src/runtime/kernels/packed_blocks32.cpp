@@ -10,6 +10,7 @@
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 #include "runtime/kernels/quant_dot.hpp"
 #include "tensor/packing.hpp"
 
@@ -17,7 +18,7 @@ namespace loom::kernels {
 
 namespace {
 
-constexpr int64_t kPanelRows = 16;
+constexpr int64_t kPanelRows = kPackedPanelRows;
 constexpr int64_t kBlock = 32;
 constexpr int64_t kActBlockBytes = 34;           // q8_0 activation block: f16 d, 32 x i8
 constexpr int64_t kScaleGroup = 2 * kPanelRows;  // bytes of a block's 16 f16 scales
@@ -192,23 +193,13 @@ template <class F>
 constexpr TileFn kTiles[kMaxTokens] = {panels_tile<F, 1>, panels_tile<F, 2>, panels_tile<F, 3>,
                                        panels_tile<F, 4>, panels_tile<F, 5>, panels_tile<F, 6>};
 
-// Panels [p0, p1), every token: blocks of panels of about 256 KiB stay in L2 while the
-// token tiles (balanced widths of at most kMaxTokens) pass over them; one tile runs over
-// the whole range at once.
+// Panels [p0, p1), every token, in L2 blocks and token tiles (for_each_panel_tile).
 template <class F>
 void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y, int64_t ys) {
-  const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
-  const int64_t narrow = n_tokens / tiles, wide = n_tokens % tiles;
-  const int64_t block = tiles == 1 ? p1 - p0 : std::max<int64_t>(2, (int64_t{256} << 10) / w.panel_bytes / 2 * 2);
-  for (int64_t b0 = p0; b0 < p1; b0 += block) {
-    const int64_t b1 = std::min(p1, b0 + block);
-    int64_t t0 = 0;
-    for (int64_t tile_index = 0; tile_index < tiles; ++tile_index) {
-      const int64_t width = narrow + (tile_index < wide ? 1 : 0);
-      kTiles<F>[width - 1](w, b0, b1, a, t0, y, ys);
-      t0 += width;
-    }
-  }
+  for_each_panel_tile(p0, p1, n_tokens, kMaxTokens, w.panel_bytes, 2,
+                      [&](int64_t b0, int64_t b1, int64_t t0, int64_t width) {
+                        kTiles<F>[width - 1](w, b0, b1, a, t0, y, ys);
+                      });
 }
 
 // The sum of each of `nb` q8_0 blocks' 32 signed quants (blocks 34 bytes apart, quants
@@ -300,15 +291,13 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   thread_local ActBuffers buffers_storage;
   ActBuffers& buffers = buffers_storage;
   const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], F::kBias, buffers, &pool);
-  const int64_t panels = (weights.rows + kPanelRows - 1) / kPanelRows;
-  const bool native = packed_blocks32_native();
-  pool.parallel_for(panels, 2, [&](int64_t p0, int64_t p1, int) {
+  const bool native = packed_vnni_native();
+  over_panels(pool, weights.rows, 2, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
     if (native) {
       vnni_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     } else {
       scalar_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     }
-    add_bias(bias, p0 * kPanelRows, std::min(weights.rows, p1 * kPanelRows), n_tokens, y, y_stride);
   });
 }
 
@@ -321,8 +310,6 @@ void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tok
 }
 
 }  // namespace
-
-bool packed_blocks32_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
 
 void linear_packed_blocks32(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
                             float* y, int64_t y_stride, ThreadPool& pool) {

@@ -25,9 +25,5 @@ void linear_packed_blocks32(const Tensor& w, const Tensor* bias, const float* x,
 void linear_packed_blocks32_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                                    int64_t y_stride);
 
-// Whether this CPU (at the current ISA cap) runs the packed kernels natively: the
-// loader packs q8_0 and q4_0 weights only then (the scalar family computes the same
-// numbers, slower than the row-major scalar kernels).
-bool packed_blocks32_native() noexcept;
 
 }  // namespace loom::kernels

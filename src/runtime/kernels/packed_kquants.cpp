@@ -10,6 +10,7 @@
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 #include "runtime/kernels/quant_dot.hpp"
 #include "tensor/packing.hpp"
 
@@ -17,7 +18,7 @@ namespace loom::kernels {
 
 namespace {
 
-constexpr int64_t kPanelRows = 16;
+constexpr int64_t kPanelRows = kPackedPanelRows;
 constexpr int64_t kBlock = 256;
 // A q8_k activation block: f32 d, 256 x i8 quants, 16 x i16 sums of 16.
 constexpr int64_t kActBlockBytes = 292;
@@ -55,6 +56,9 @@ struct Weights {
 
 #define PK_INLINE LOOM_TARGET_AVX512_VNNI __attribute__((always_inline)) inline
 
+PK_INLINE __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+PK_INLINE __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
 // Each panel stream prefetches this far ahead of its loads (as the 32-element-block
 // packed kernels).
 constexpr int64_t kAheadBytes = 2048;
@@ -65,7 +69,9 @@ PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t t0, __m512 (&acc
     const int64_t row0 = (p0 + p) * kPanelRows;
     const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - row0);
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, acc[p][t]);
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+      _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, acc[p][t]);
+    }
   }
 }
 
@@ -81,7 +87,9 @@ struct Q4K {
   static constexpr int panels_for(int t) { return t == 1 ? 4 : t == 2 ? 2 : 1; }
 
   // Byte c (0..127) of row r's nibbles in a group's quant part.
-  static constexpr int64_t quant_at(int64_t r, int64_t c) { return (c / 32) * 512 + ((c % 32) / 4) * 64 + r * 4 + c % 4; }
+  static constexpr int64_t quant_at(int64_t r, int64_t c) {
+    return (c / 32) * 512 + ((c % 32) / 4) * 64 + r * 4 + c % 4;
+  }
 
   // The scalar family's step for one (row, token, block).
   static float scalar_block(const uint8_t* g, const Acts& a, int64_t r, int64_t t, int64_t b, float acc) {
@@ -153,8 +161,8 @@ struct Q4K {
           }
         }
         _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-          const __m512i sl = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + (2 * pair) * 16)));
-          const __m512i sh = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + (2 * pair + 1) * 16)));
+          const __m512i sl = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair) * 16));
+          const __m512i sh = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair + 1) * 16));
           _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
             isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_add_epi32(_mm512_mullo_epi32(lo[p][t], sl),
                                                                        _mm512_mullo_epi32(hi[p][t], sh)));
@@ -165,13 +173,13 @@ struct Q4K {
         __m512i msum[T];
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
-          const __m512i mk = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g[p] + kMins + k * 32)));
+          const __m512i mk = _mm512_cvtepu8_epi16(load256(g[p] + kMins + k * 32));
           _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
             msum[t] = _mm512_dpwssd_epi32(msum[t], mk, _mm512_set1_epi32(a.mins[((t0 + t) * w.nb + b) * 4 + k]));
           }
         }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g[p])));
-        const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g[p] + kDmin)));
+        const __m512 dw = _mm512_cvtph_ps(load256(g[p]));
+        const __m512 dmw = _mm512_cvtph_ps(load256(g[p] + kDmin));
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
           const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]);
           acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dw, da), acc[p][t]);
@@ -281,14 +289,16 @@ struct Q6K {
                 int32_t four;
                 std::memcpy(&four, act[t] + 128 * h + 32 * q + 4 * j, 4);
                 const __m512i av = _mm512_set1_epi32(four);
-                _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[q][p][t] = _mm512_dpbusd_epi32(dot[q][p][t], wq[q][p], av);
+                _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+                  dot[q][p][t] = _mm512_dpbusd_epi32(dot[q][p][t], wq[q][p], av);
+                }
               }
             }
           }
           _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
             const int group = 8 * h + 2 * q + half16;
             _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-              const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + group * 16)));
+              const __m512i sc = _mm512_cvtepi8_epi32(load128(g[p] + kScales + group * 16));
               _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
                 isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_mullo_epi32(dot[q][p][t], sc));
               }
@@ -301,8 +311,8 @@ struct Q6K {
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
           // Scales of groups 2k and 2k + 1 side by side per row: the i16 pair of a lane.
-          const __m128i even = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + (2 * k) * 16));
-          const __m128i odd = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[p] + kScales + (2 * k + 1) * 16));
+          const __m128i even = load128(g[p] + kScales + (2 * k) * 16);
+          const __m128i odd = load128(g[p] + kScales + (2 * k + 1) * 16);
           const __m256i pairs = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(even, odd)),
                                                         _mm_unpackhi_epi8(even, odd), 1);
           const __m512i sk = _mm512_cvtepi8_epi16(pairs);
@@ -310,7 +320,7 @@ struct Q6K {
             msum[t] = _mm512_dpwssd_epi32(msum[t], sk, _mm512_set1_epi32(a.sum_pair(t0 + t, b, k)));
           }
         }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g[p])));
+        const __m512 dw = _mm512_cvtph_ps(load256(g[p]));
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
           const __m512i total = _mm512_sub_epi32(isum[p][t], _mm512_slli_epi32(msum[t], 5));
           const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]));
@@ -355,23 +365,13 @@ template <class F>
 constexpr TileFn kTiles[4] = {panels_tile<F, 1>, panels_tile<F, 2>, panels_tile<F, 3>,
                               panels_tile<F, std::min(4, F::kMaxTokens)>};
 
-// Panels [p0, p1), every token: blocks of panels of about 256 KiB stay in L2 while the
-// token tiles (balanced widths of at most F::kMaxTokens) pass over them; one tile runs
-// over the whole range at once.
+// Panels [p0, p1), every token, in L2 blocks and token tiles (for_each_panel_tile).
 template <class F>
 void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y, int64_t ys) {
-  const int64_t tiles = (n_tokens + F::kMaxTokens - 1) / F::kMaxTokens;
-  const int64_t narrow = n_tokens / tiles, wide = n_tokens % tiles;
-  const int64_t block = tiles == 1 ? p1 - p0 : std::max<int64_t>(1, (int64_t{256} << 10) / w.panel_bytes);
-  for (int64_t b0 = p0; b0 < p1; b0 += block) {
-    const int64_t b1 = std::min(p1, b0 + block);
-    int64_t t0 = 0;
-    for (int64_t tile_index = 0; tile_index < tiles; ++tile_index) {
-      const int64_t width = narrow + (tile_index < wide ? 1 : 0);
-      kTiles<F>[width - 1](w, b0, b1, a, t0, y, ys);
-      t0 += width;
-    }
-  }
+  for_each_panel_tile(p0, p1, n_tokens, F::kMaxTokens, w.panel_bytes, 1,
+                      [&](int64_t b0, int64_t b1, int64_t t0, int64_t width) {
+                        kTiles<F>[width - 1](w, b0, b1, a, t0, y, ys);
+                      });
 }
 
 // The activations of one call, quantized to q8_k (bit for bit what the row-major k-quant
@@ -405,7 +405,8 @@ Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, 
           // Sums of 32 quants in [-127, 127]: they fit an i16.
           const auto even = static_cast<uint16_t>(static_cast<int16_t>(bsums[4 * k] + bsums[4 * k + 1]));
           const auto odd = static_cast<uint16_t>(static_cast<int16_t>(bsums[4 * k + 2] + bsums[4 * k + 3]));
-          mins[(t * nb + b) * 4 + k] = static_cast<int32_t>(static_cast<uint32_t>(even) | (static_cast<uint32_t>(odd) << 16));
+          const uint32_t pair = static_cast<uint32_t>(even) | (static_cast<uint32_t>(odd) << 16);
+          mins[(t * nb + b) * 4 + k] = static_cast<int32_t>(pair);
         }
       }
     }
@@ -440,15 +441,13 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   thread_local ActBuffers buffers_storage;
   ActBuffers& buffers = buffers_storage;
   const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
-  const int64_t panels = (weights.rows + kPanelRows - 1) / kPanelRows;
-  const bool native = packed_kquants_native();
-  pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1, int) {
+  const bool native = packed_vnni_native();
+  over_panels(pool, weights.rows, 1, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
     if (native) {
       vnni_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     } else {
       scalar_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     }
-    add_bias(bias, p0 * kPanelRows, std::min(weights.rows, p1 * kPanelRows), n_tokens, y, y_stride);
   });
 }
 
@@ -461,8 +460,6 @@ void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tok
 }
 
 }  // namespace
-
-bool packed_kquants_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
 
 void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
                            float* y, int64_t y_stride, ThreadPool& pool) {

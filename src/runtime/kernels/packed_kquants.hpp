@@ -32,8 +32,5 @@ void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, 
 void linear_packed_kquants_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                                   int64_t y_stride);
 
-// Whether this CPU (at the current ISA cap) runs the packed kernels natively (AVX-512
-// VNNI); the loader packs q4_k and q6_k weights only then.
-bool packed_kquants_native() noexcept;
 
 }  // namespace loom::kernels

@@ -1,0 +1,58 @@
+// Internal: what the packed-weight kernels (packed_blocks32.*, packed_kquants.*) share:
+// panels of 16 rows split over the pool, blocks of panels kept in L2 while balanced
+// token tiles pass over them, the bias, and whether their VNNI kernels run on this CPU.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "loom/cpu.hpp"
+#include "loom/tensor.hpp"
+#include "loom/thread_pool.hpp"
+#include "runtime/kernels/linear.hpp"
+
+namespace loom::kernels {
+
+// Rows interleaved in one panel, in every packing (tensor/packing.hpp).
+inline constexpr int64_t kPackedPanelRows = 16;
+
+// Whether this CPU (at the current ISA cap) runs the packed kernels natively (AVX-512
+// VNNI): the runtime prefers packings only then (preferred_packing); elsewhere a packed
+// weight still works through the scalar family, which computes the same numbers slowly.
+inline bool packed_vnni_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
+
+// Calls tile(b0, b1, t0, width) so that every panel of [p0, p1) meets every token: blocks
+// of panels of about 256 KiB (a multiple of `block_multiple` panels) stay in L2 while the
+// token tiles, balanced widths of at most `max_tokens`, pass over them; a single tile
+// runs over the whole range at once.
+template <class Tile>
+void for_each_panel_tile(int64_t p0, int64_t p1, int64_t n_tokens, int max_tokens, int64_t panel_bytes,
+                         int64_t block_multiple, Tile&& tile) {
+  const int64_t tiles = (n_tokens + max_tokens - 1) / max_tokens;
+  const int64_t narrow = n_tokens / tiles, wide = n_tokens % tiles;
+  const int64_t block = tiles == 1 ? p1 - p0
+                                   : std::max<int64_t>(block_multiple, (int64_t{256} << 10) / panel_bytes /
+                                                                           block_multiple * block_multiple);
+  for (int64_t b0 = p0; b0 < p1; b0 += block) {
+    const int64_t b1 = std::min(p1, b0 + block);
+    int64_t t0 = 0;
+    for (int64_t tile_index = 0; tile_index < tiles; ++tile_index) {
+      const int64_t width = narrow + (tile_index < wide ? 1 : 0);
+      tile(b0, b1, t0, width);
+      t0 += width;
+    }
+  }
+}
+
+// Splits the panels of a `rows`-row weight over the pool in multiples of `grain` panels;
+// each thread runs range(p0, p1) on its panels and adds the bias to their rows.
+template <class Range>
+void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bias, int64_t n_tokens, float* y,
+                 int64_t y_stride, Range&& range) {
+  const int64_t panels = (rows + kPackedPanelRows - 1) / kPackedPanelRows;
+  pool.parallel_for(panels, grain, [&](int64_t p0, int64_t p1, int) {
+    range(p0, p1);
+    add_bias(bias, p0 * kPackedPanelRows, std::min(rows, p1 * kPackedPanelRows), n_tokens, y, y_stride);
+  });
+}
+
+}  // namespace loom::kernels
