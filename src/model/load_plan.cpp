@@ -91,9 +91,8 @@ Plan plan_load(const Manifest& manifest, const WeightSource& source, const LoadO
     rec.dtype = target;
     if (r.packing != Packing::none) {
       // A pack's kernel-native layout: taken as stored (a view where mapped, read whole
-      // otherwise); the layout
-      // step after streaming (load_repack.hpp) keeps it where this CPU's kernels read it
-      // and `target` is its dtype, else unpacks it to rows.
+      // otherwise); the layout step after streaming (load_repack.hpp) keeps it where
+      // this CPU's kernels read it and `target` is its dtype, else unpacks it to rows.
       const slots::WeightSlot* slot = slots::find_slot(e.slot);
       if (slot->role != slots::Role::matrix || e.transposed || e.split || e.add_one) {
         throw Error(ErrorCode::format, "a packed tensor (" + std::string(packing_name(r.packing)) +
