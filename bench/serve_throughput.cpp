@@ -4,12 +4,14 @@
 //
 //   build/bench/loom_serve_throughput [--shape small|1b] [--dtype f16] [--parallel 1,8] [--clients 8]
 //                                     [--requests 2] [--prompt 32] [--gen 32] [--threads N] [--tokenizer PATH]
+//                                     [--repack off|auto]
 //
 // `clients` threads each send `requests` non-streaming completions one after another
 // (distinct token-id prompts, greedy, EOS banned so each generates exactly `gen` tokens).
 // tokens/s = every request's completion tokens / the wall time of the whole run. The
 // model's vocabulary (32000) is the Llama 2 tokenizer's, which the server needs to
-// decode text: by default the reference set's tiny-llama tokenizer.
+// decode text: by default the reference set's tiny-llama tokenizer. --repack auto serves the
+// model with its matrices in their kernel layouts, as `loom serve --repack auto` loads them.
 #include <httplib.h>
 
 #include <chrono>
@@ -41,7 +43,8 @@ std::filesystem::path default_tokenizer() {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"--shape", "small"}, {"--dtype", "f16"},    {"--parallel", "1,8"},
                                           {"--clients", "8"},     {"--requests", "2"}, {"--prompt", "32"},
-                                          {"--gen", "32"},        {"--threads", "0"},  {"--tokenizer", default_tokenizer().string()}};
+                                          {"--gen", "32"},        {"--threads", "0"},  {"--tokenizer", default_tokenizer().string()},
+                                          {"--repack", "off"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
@@ -63,10 +66,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown --dtype %s\n", args["--dtype"].c_str());
     return 2;
   }
-  const auto bare = loom::bench::synthetic_model(config, *dtype);
+  const auto rows = loom::bench::synthetic_model(config, *dtype);
+  if (args["--repack"] != "off" && args["--repack"] != "auto") {
+    std::fprintf(stderr, "unknown --repack mode %s (expected off, auto)\n", args["--repack"].c_str());
+    return 2;
+  }
+  const auto packed = args["--repack"] == "auto" ? loom::bench::repacked_copy(*rows) : nullptr;
+  const auto& bare = packed ? packed : rows;
   const auto model = std::make_shared<const loom::Model>(bare->config(), bare->weights(), tok);
-  std::printf("serve_throughput: shape %s (%s), %d clients x %d requests, prompt %d tokens, %d generated each\n",
-              args["--shape"].c_str(), args["--dtype"].c_str(), clients, requests, prompt_len, gen);
+  std::printf("serve_throughput: shape %s (%s, %s), %d clients x %d requests, prompt %d tokens, %d generated each\n",
+              args["--shape"].c_str(), args["--dtype"].c_str(), loom::bench::layout_of(*bare).c_str(), clients,
+              requests, prompt_len, gen);
   double first = 0.0;
   for (const std::string& p : loom::bench::split(args["--parallel"])) {
     loom::server::ServerOptions so;
