@@ -82,8 +82,7 @@ std::vector<PackedTensor> read_tensor_entries(simdjson::dom::element root, const
         throw Error(ErrorCode::unsupported, "packing '" + std::string(name) + "' is unknown to this loom",
                     {.file = path.string(), .tensor = p.name});
       }
-      if (packing_info(*packing).dtype != p.dtype || p.shape.rank() != 2 ||
-          p.shape[1] % packing_info(*packing).block_cols != 0) {
+      if (!packing_fits(*packing, p.dtype, p.shape)) {
         throw Error(ErrorCode::format, "packing " + std::string(name) + " does not fit a " +
                                            std::string(dtype_name(p.dtype)) + p.shape.to_string() + " tensor",
                     {.file = path.string(), .tensor = p.name});

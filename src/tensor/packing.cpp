@@ -10,55 +10,42 @@ namespace loom {
 
 namespace {
 
+using packed_layout::lane_byte;
+constexpr int64_t kRows = 16;  // panel_rows of every packing
 
-// q8_0_x16: the byte of (row r of the panel, column k of block b) and of row r's scale.
-constexpr int64_t kQ8Rows = 16;
-constexpr int64_t kQ8ScaleGroup = 2 * kQ8Rows;   // 16 f16
-constexpr int64_t kQ8QuantGroup = 32 * kQ8Rows;  // 512 bytes
-constexpr int64_t kQ8Group = kQ8ScaleGroup + kQ8QuantGroup;  // one block of a panel: scales, then quants
-constexpr int64_t q8_quant_at(int64_t r, int64_t k) { return (k / 4) * 64 + r * 4 + k % 4; }
-
+// q8_0_x16 (packed_layout::Q8_0): scales, then the quants as q + 128.
 void pack_q8_0_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
-  const int64_t row_bytes = nb * 34;
-  uint8_t* scales = out;                 // block b's at scales + b * kQ8Group
-  uint8_t* quants = out + kQ8ScaleGroup;  // block b's at quants + b * kQ8Group
-  for (int64_t r = 0; r < kQ8Rows; ++r) {
-    const int64_t row = panel * kQ8Rows + r;
+  using L = packed_layout::Q8_0;
+  for (int64_t r = 0; r < kRows; ++r) {
+    const int64_t row = panel * kRows + r;
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* q = quants + b * kQ8Group;
+      uint8_t* g = out + b * L::group;
       if (row >= n_rows) {  // padding: scale 0, quants 0 (stored 128)
-        std::memset(scales + b * kQ8Group + 2 * r, 0, 2);
-        for (int64_t k = 0; k < 32; ++k) q[q8_quant_at(r, k)] = 128;
+        std::memset(g + L::scales + 2 * r, 0, 2);
+        for (int64_t k = 0; k < 32; ++k) g[L::quants + lane_byte(r, k)] = 128;
         continue;
       }
-      const uint8_t* block = rows + row * row_bytes + b * 34;
-      std::memcpy(scales + b * kQ8Group + 2 * r, block, 2);
-      for (int64_t k = 0; k < 32; ++k) q[q8_quant_at(r, k)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
+      const uint8_t* block = rows + (row * nb + b) * 34;
+      std::memcpy(g + L::scales + 2 * r, block, 2);
+      for (int64_t k = 0; k < 32; ++k) g[L::quants + lane_byte(r, k)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
     }
   }
 }
 
 void unpack_q8_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  const int64_t row_bytes = nb * 34;
-  const uint8_t* scales = in;
-  const uint8_t* quants = in + kQ8ScaleGroup;
-  for (int64_t r = 0; r < kQ8Rows && panel * kQ8Rows + r < n_rows; ++r) {
-    uint8_t* row = rows + (panel * kQ8Rows + r) * row_bytes;
+  using L = packed_layout::Q8_0;
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
-      std::memcpy(row + b * 34, scales + b * kQ8Group + 2 * r, 2);
-      const uint8_t* q = quants + b * kQ8Group;
-      for (int64_t k = 0; k < 32; ++k) row[b * 34 + 2 + k] = static_cast<uint8_t>(q[q8_quant_at(r, k)] ^ 0x80);
+      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * 34;
+      const uint8_t* g = in + b * L::group;
+      std::memcpy(block, g + L::scales + 2 * r, 2);
+      for (int64_t k = 0; k < 32; ++k) block[2 + k] = static_cast<uint8_t>(g[L::quants + lane_byte(r, k)] ^ 0x80);
     }
   }
 }
 
-// q4_k_x16: per block of 256 columns a 2368-byte group (packing.hpp): 16 d, 16 dmin,
-// the 6-bit scales and mins as bytes, then the nibble bytes four columns by sixteen rows.
-constexpr int64_t kQ4KRowBlock = 144;   // d, dmin, 12 scale bytes, 128 nibble bytes
-constexpr int64_t kQ4KGroup = 148 * 16;  // one block of a panel, packed
-constexpr int64_t kQ4KScales = 64, kQ4KMins = 192, kQ4KQuants = 320;  // offsets in the group
-// Byte c (0..127) of row r's nibbles: pair g = c / 32, vector j = (c % 32) / 4, lane r.
-constexpr int64_t q4k_quant_at(int64_t r, int64_t c) { return (c / 32) * 512 + ((c % 32) / 4) * 64 + r * 4 + c % 4; }
+// q4_k_x16 (packed_layout::Q4K): the 6-bit scales and mins decoded to bytes.
+constexpr int64_t kQ4KRowBlock = 144;  // d, dmin, 12 scale bytes, 128 nibble bytes
 
 // The eight 6-bit scales and mins of a q4_k block from its 12 bytes, and back (every bit
 // of the 12 bytes is one of the 96 bits of the sixteen values, so this is exact).
@@ -79,100 +66,94 @@ void q4k_encode_scales(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
 }
 
 void pack_q4_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
-  std::memset(out, 0, static_cast<size_t>(nb * kQ4KGroup));  // padding rows: all zero
-  for (int64_t r = 0; r < 16; ++r) {
-    const int64_t row = panel * 16 + r;
-    if (row >= n_rows) break;
+  using L = packed_layout::Q4K;
+  std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: all zero
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = rows + (row * nb + b) * kQ4KRowBlock;
-      uint8_t* g = out + b * kQ4KGroup;
-      std::memcpy(g + 2 * r, block, 2);           // d
-      std::memcpy(g + 32 + 2 * r, block + 2, 2);  // dmin
+      const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ4KRowBlock;
+      uint8_t* g = out + b * L::group;
+      std::memcpy(g + L::d + 2 * r, block, 2);
+      std::memcpy(g + L::dmin + 2 * r, block + 2, 2);
       uint8_t sc[8], m[8];
       q4k_decode_scales(block + 4, sc, m);
       for (int s = 0; s < 8; ++s) {
-        g[kQ4KScales + s * 16 + r] = sc[s];
-        g[kQ4KMins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
+        g[L::scales + s * 16 + r] = sc[s];
+        g[L::mins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
       }
-      for (int64_t c = 0; c < 128; ++c) g[kQ4KQuants + q4k_quant_at(r, c)] = block[16 + c];
+      for (int64_t c = 0; c < 128; ++c) g[L::quant_at(r, c)] = block[16 + c];
     }
   }
 }
 
 void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  for (int64_t r = 0; r < 16 && panel * 16 + r < n_rows; ++r) {
+  using L = packed_layout::Q4K;
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * 16 + r) * nb + b) * kQ4KRowBlock;
-      const uint8_t* g = in + b * kQ4KGroup;
-      std::memcpy(block, g + 2 * r, 2);
-      std::memcpy(block + 2, g + 32 + 2 * r, 2);
+      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ4KRowBlock;
+      const uint8_t* g = in + b * L::group;
+      std::memcpy(block, g + L::d + 2 * r, 2);
+      std::memcpy(block + 2, g + L::dmin + 2 * r, 2);
       uint8_t sc[8], m[8];
       for (int s = 0; s < 8; ++s) {
-        sc[s] = g[kQ4KScales + s * 16 + r];
-        m[s] = g[kQ4KMins + (s / 2) * 32 + r * 2 + s % 2];
+        sc[s] = g[L::scales + s * 16 + r];
+        m[s] = g[L::mins + (s / 2) * 32 + r * 2 + s % 2];
       }
       q4k_encode_scales(sc, m, block + 4);
-      for (int64_t c = 0; c < 128; ++c) block[16 + c] = g[kQ4KQuants + q4k_quant_at(r, c)];
+      for (int64_t c = 0; c < 128; ++c) block[16 + c] = g[L::quant_at(r, c)];
     }
   }
 }
 
-// q4_0_x16: per block a 288-byte group: the 16 rows' f16 scales, then four vectors of 64
-// bytes, vector j holding row r's nibble bytes 4j..4j+3 at bytes 4r..4r+3.
-constexpr int64_t kQ40Group = 32 + 4 * 64;
-
+// q4_0_x16 (packed_layout::Q4_0): scales, then the nibble bytes as they are.
 void pack_q4_0_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+  using L = packed_layout::Q4_0;
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* g = out + b * kQ40Group;
-    for (int64_t r = 0; r < 16; ++r) {
-      const int64_t row = panel * 16 + r;
+    uint8_t* g = out + b * L::group;
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t row = panel * kRows + r;
       if (row >= n_rows) {  // padding: scale 0, nibbles 8 (the value 0)
-        std::memset(g + 2 * r, 0, 2);
-        for (int64_t i = 0; i < 16; ++i) g[32 + (i / 4) * 64 + r * 4 + i % 4] = 0x88;
+        std::memset(g + L::scales + 2 * r, 0, 2);
+        for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = 0x88;
         continue;
       }
       const uint8_t* block = rows + (row * nb + b) * 18;
-      std::memcpy(g + 2 * r, block, 2);
-      for (int64_t i = 0; i < 16; ++i) g[32 + (i / 4) * 64 + r * 4 + i % 4] = block[2 + i];
+      std::memcpy(g + L::scales + 2 * r, block, 2);
+      for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = block[2 + i];
     }
   }
 }
 
 void unpack_q4_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  for (int64_t r = 0; r < 16 && panel * 16 + r < n_rows; ++r) {
+  using L = packed_layout::Q4_0;
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * 16 + r) * nb + b) * 18;
-      const uint8_t* g = in + b * kQ40Group;
-      std::memcpy(block, g + 2 * r, 2);
-      for (int64_t i = 0; i < 16; ++i) block[2 + i] = g[32 + (i / 4) * 64 + r * 4 + i % 4];
+      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * 18;
+      const uint8_t* g = in + b * L::group;
+      std::memcpy(block, g + L::scales + 2 * r, 2);
+      for (int64_t i = 0; i < 16; ++i) block[2 + i] = g[L::quants + lane_byte(r, i)];
     }
   }
 }
 
-// q6_k_x16: per block a 3360-byte group (packing.hpp): 16 f16 d, the 16 int8 scales
-// [group][row], then for each half h and column chunk j three vectors: row r's
-// ql[64h + 4j ..], ql[64h + 32 + 4j ..] and qh[32h + 4j ..] at 4r.
+// q6_k_x16 (packed_layout::Q6K): d, int8 scales, then per half and chunk three vectors.
 constexpr int64_t kQ6KRowBlock = 210;  // ql[128], qh[64], scales[16], d
-constexpr int64_t kQ6KGroup = 210 * 16;
-constexpr int64_t kQ6KScales = 32, kQ6KChunks = 288;
 // Where byte i of a row's ql (0..127) and qh (0..63) go, lane r.
 constexpr int64_t q6k_low_at(int64_t r, int64_t i) {
-  const int64_t h = i / 64, part = i % 64 / 32, j = i % 32 / 4;
-  return kQ6KChunks + ((h * 8 + j) * 3 + part) * 64 + r * 4 + i % 4;
+  return packed_layout::Q6K::chunk_at(i / 64, i % 32 / 4) + (i % 64 / 32) * 64 + r * 4 + i % 4;
 }
 constexpr int64_t q6k_high_at(int64_t r, int64_t i) {
-  const int64_t h = i / 32, j = i % 32 / 4;
-  return kQ6KChunks + ((h * 8 + j) * 3 + 2) * 64 + r * 4 + i % 4;
+  return packed_layout::Q6K::chunk_at(i / 32, i % 32 / 4) + 128 + r * 4 + i % 4;
 }
 
 void pack_q6_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
-  std::memset(out, 0, static_cast<size_t>(nb * kQ6KGroup));  // padding rows: all zero
-  for (int64_t r = 0; r < 16 && panel * 16 + r < n_rows; ++r) {
+  using L = packed_layout::Q6K;
+  std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: all zero
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = rows + ((panel * 16 + r) * nb + b) * kQ6KRowBlock;
-      uint8_t* g = out + b * kQ6KGroup;
-      std::memcpy(g + 2 * r, block + 208, 2);
-      for (int64_t s = 0; s < 16; ++s) g[kQ6KScales + s * 16 + r] = block[192 + s];
+      const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ6KRowBlock;
+      uint8_t* g = out + b * L::group;
+      std::memcpy(g + L::d + 2 * r, block + 208, 2);
+      for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = block[192 + s];
       for (int64_t i = 0; i < 128; ++i) g[q6k_low_at(r, i)] = block[i];
       for (int64_t i = 0; i < 64; ++i) g[q6k_high_at(r, i)] = block[128 + i];
     }
@@ -180,17 +161,22 @@ void pack_q6_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t pa
 }
 
 void unpack_q6_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  for (int64_t r = 0; r < 16 && panel * 16 + r < n_rows; ++r) {
+  using L = packed_layout::Q6K;
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * 16 + r) * nb + b) * kQ6KRowBlock;
-      const uint8_t* g = in + b * kQ6KGroup;
-      std::memcpy(block + 208, g + 2 * r, 2);
-      for (int64_t s = 0; s < 16; ++s) block[192 + s] = g[kQ6KScales + s * 16 + r];
+      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ6KRowBlock;
+      const uint8_t* g = in + b * L::group;
+      std::memcpy(block + 208, g + L::d + 2 * r, 2);
+      for (int64_t s = 0; s < 16; ++s) block[192 + s] = g[L::scales + s * 16 + r];
       for (int64_t i = 0; i < 128; ++i) block[i] = g[q6k_low_at(r, i)];
       for (int64_t i = 0; i < 64; ++i) block[128 + i] = g[q6k_high_at(r, i)];
     }
   }
 }
+
+// Each layout's group is its packing's block_bytes for 16 rows (the table below).
+static_assert(packed_layout::Q8_0::group == 34 * kRows && packed_layout::Q4_0::group == 18 * kRows &&
+              packed_layout::Q4K::group == 148 * kRows && packed_layout::Q6K::group == 210 * kRows);
 
 constexpr std::array<PackingInfo, 5> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
@@ -235,11 +221,14 @@ int64_t packed_nbytes(Packing packing, const Shape& shape) {
   return g.panels * g.stride;
 }
 
-bool can_pack(const Tensor& t, Packing packing) noexcept {
+bool packing_fits(Packing packing, DType dtype, const Shape& shape) noexcept {
   const PackingInfo& info = packing_info(packing);
-  return packing != Packing::none && t.defined() && t.dtype() == info.dtype && t.shape().rank() == 2 &&
-         t.layout() == Layout::row_major && t.is_contiguous() && t.shape()[1] % info.block_cols == 0 &&
-         t.shape()[0] > 0 && t.shape()[1] > 0;
+  return packing != Packing::none && dtype == info.dtype && shape.rank() == 2 && shape[1] % info.block_cols == 0;
+}
+
+bool can_pack(const Tensor& t, Packing packing) noexcept {
+  return t.defined() && packing_fits(packing, t.dtype(), t.shape()) && t.layout() == Layout::row_major &&
+         t.is_contiguous() && t.shape()[0] > 0 && t.shape()[1] > 0;
 }
 
 Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool) {

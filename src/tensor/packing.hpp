@@ -61,6 +61,33 @@ namespace loom {
 
 class ThreadPool;
 
+// Where the parts of one block of one panel lie: the offsets the packing's shuffles write
+// and its kernel (runtime/kernels/packed_*.cpp) reads, one definition for both.
+namespace packed_layout {
+
+// Byte i of a row's run of quant bytes, in consecutive 64-byte vectors of four bytes per
+// row: vector i / 4, lane r, byte i % 4 (what one VPDPBUSD with four broadcast bytes reads).
+constexpr int64_t lane_byte(int64_t r, int64_t i) { return (i / 4) * 64 + r * 4 + i % 4; }
+
+struct Q8_0 {  // q8_0_x16: 16 f16 scales, 8 vectors of q + 128
+  static constexpr int64_t group = 544, scales = 0, quants = 32;
+};
+struct Q4_0 {  // q4_0_x16: 16 f16 scales, 4 vectors of nibble bytes
+  static constexpr int64_t group = 288, scales = 0, quants = 32;
+};
+struct Q4K {  // q4_k_x16: d, dmin, scales [s][r], mins [s/2][r][s%2], 4 x 8 nibble vectors
+  static constexpr int64_t group = 2368, d = 0, dmin = 32, scales = 64, mins = 192, quants = 320;
+  // Byte c (0..127) of a row's nibbles: sub-block pair c / 32, then lane_byte.
+  static constexpr int64_t quant_at(int64_t r, int64_t c) { return quants + (c / 32) * 512 + lane_byte(r, c % 32); }
+};
+struct Q6K {  // q6_k_x16: d, int8 scales [g][r], per half and chunk: ql part 0, ql part 1, qh
+  static constexpr int64_t group = 3360, d = 0, scales = 32, chunks = 288;
+  // The three vectors of half h (0, 1), column chunk j (0..7).
+  static constexpr int64_t chunk_at(int64_t h, int64_t j) { return chunks + (h * 8 + j) * 192; }
+};
+
+}  // namespace packed_layout
+
 struct PackingInfo {
   Packing id;
   std::string_view name;
@@ -83,8 +110,12 @@ std::optional<Packing> packing_from_name(std::string_view name) noexcept;
 // Bytes a packed [rows, cols] matrix takes (rows rounded up to whole panels).
 int64_t packed_nbytes(Packing packing, const Shape& shape);
 
-// Whether `t` can be packed as `packing`: a contiguous rank-2 row-major tensor of the
-// packing's dtype whose rows are whole blocks.
+// Whether a tensor of `dtype` and `shape` can hold `packing`: the packing's dtype, rank 2,
+// rows of whole blocks (Tensor::packed, can_pack and the pack reader ask).
+bool packing_fits(Packing packing, DType dtype, const Shape& shape) noexcept;
+
+// Whether `t` can be packed as `packing`: a contiguous, non-empty row-major tensor that
+// packing_fits.
 bool can_pack(const Tensor& t, Packing packing) noexcept;
 
 // An owned packed copy of the row-major `t` (can_pack must hold, else

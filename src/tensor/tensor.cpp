@@ -151,7 +151,7 @@ void Tensor::check_storage() const {
 Tensor Tensor::packed(std::shared_ptr<Storage> storage, uint64_t byte_offset, Shape shape, DType dtype,
                       Packing packing) {
   const PackingInfo& info = packing_info(packing);
-  if (packing == Packing::none || info.dtype != dtype || shape.rank() != 2 || shape[1] % info.block_cols != 0) {
+  if (!packing_fits(packing, dtype, shape)) {
     throw Error(ErrorCode::invalid_argument, "a " + std::string(dtype_name(dtype)) + shape.to_string() +
                                                  " tensor cannot have the packing " + std::string(info.name));
   }

@@ -16,9 +16,12 @@
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/packed_blocks32.hpp"
 #include "runtime/kernels/packed_panels.hpp"
+#include "support/packed_products.hpp"
 #include "support/test_support.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
+
+namespace t = loom::test;
 
 namespace {
 
@@ -44,14 +47,6 @@ struct Case {
 };
 constexpr Case kCases[] = {{DType::q8_0, Packing::q8_0_x16, 34}, {DType::q4_0, Packing::q4_0_x16, 18}};
 
-std::vector<float> random_x(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& f : x) f = dist(rng);
-  return x;
-}
-
-bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, static_cast<size_t>(n) * 4) == 0; }
 
 using loom::test::IsaScope;
 
@@ -109,58 +104,11 @@ TEST_CASE("packing: what cannot be packed is refused, and a packed tensor is not
 
 TEST_CASE("packed q8_0 and q4_0: products match the row-major kernels and keep one set of bits") {
   std::mt19937 rng(9);
-  loom::ThreadPool one(1), two(2);
   for (const Case& c : kCases) {
     for (const int64_t rows : {1, 13, 16, 40, 75}) {
       for (const int64_t cols : {32, 160, 1024}) {
         const Tensor w = random_blocks(c.dtype, rows, cols, rng);
-        const Tensor p = loom::pack(w, c.packing);
-        std::vector<float> bias = random_x(rows, rng);
-        Tensor bias_t = Tensor::empty(loom::Shape{rows}, DType::f32);
-        std::memcpy(bias_t.mutable_raw_data(), bias.data(), bias.size() * 4);
-        for (const int64_t n : {1, 2, 3, 5, 8, 13}) {
-          INFO(loom::packing_name(c.packing) << ": " << rows << " x " << cols << ", " << n << " tokens");
-          const std::vector<float> x = random_x(n * cols, rng);
-          std::vector<float> row_major(static_cast<size_t>(n * rows)), packed(row_major.size());
-          loom::kernels::linear(w, nullptr, x.data(), cols, n, row_major.data(), rows, two);
-          loom::kernels::linear(p, nullptr, x.data(), cols, n, packed.data(), rows, two);
-          // The same exact per-block integers, summed in another order: f32 rounding apart.
-          for (size_t i = 0; i < packed.size(); ++i) {
-            REQUIRE(std::fabs(packed[i] - row_major[i]) <= 1e-5f * (1.0f + std::fabs(row_major[i])) * std::sqrt(cols / 32.0f));
-          }
-          // The scalar family: the same bits.
-          std::vector<float> scalar(packed.size());
-          loom::kernels::linear_packed_blocks32_scalar(p, x.data(), cols, n, scalar.data(), rows);
-          CHECK(same_bits(scalar.data(), packed.data(), n * rows));
-          {
-            // Capped to scalar, the packed product runs the scalar family end to end
-            // (the activations quantized by the scalar quantizer too): the same bits as
-            // the scalar kernel on those activations.
-            IsaScope cap(loom::Isa::scalar);
-            std::vector<float> capped(packed.size()), capped_scalar(packed.size());
-            loom::kernels::linear(p, nullptr, x.data(), cols, n, capped.data(), rows, two);
-            loom::kernels::linear_packed_blocks32_scalar(p, x.data(), cols, n, capped_scalar.data(), rows);
-            CHECK(same_bits(capped.data(), capped_scalar.data(), n * rows));
-          }
-          // One thread: the same bits.
-          std::vector<float> single(packed.size());
-          loom::kernels::linear(p, nullptr, x.data(), cols, n, single.data(), rows, one);
-          CHECK(same_bits(single.data(), packed.data(), n * rows));
-          // Batch invariance: each token alone gives its row of the batch.
-          for (int64_t t = 0; t < n; ++t) {
-            std::vector<float> alone(static_cast<size_t>(rows));
-            loom::kernels::linear(p, nullptr, x.data() + t * cols, cols, 1, alone.data(), rows, two);
-            CHECK(same_bits(alone.data(), packed.data() + t * rows, rows));
-          }
-          // With a bias: the sums plus the bias, each output once.
-          std::vector<float> biased(packed.size());
-          loom::kernels::linear(p, &bias_t, x.data(), cols, n, biased.data(), rows, two);
-          for (int64_t t = 0; t < n; ++t) {
-            for (int64_t r = 0; r < rows; ++r) {
-              CHECK(biased[static_cast<size_t>(t * rows + r)] == packed[static_cast<size_t>(t * rows + r)] + bias[static_cast<size_t>(r)]);
-            }
-          }
-        }
+        t::check_packed_products(w, loom::pack(w, c.packing), loom::kernels::linear_packed_blocks32_scalar, rng);
       }
     }
   }

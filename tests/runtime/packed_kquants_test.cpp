@@ -17,9 +17,12 @@
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/packed_kquants.hpp"
 #include "runtime/kernels/packed_panels.hpp"
+#include "support/packed_products.hpp"
 #include "support/test_support.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
+
+namespace t = loom::test;
 
 namespace {
 
@@ -45,14 +48,6 @@ struct Case {
 };
 constexpr Case kCases[] = {{DType::q4_k, Packing::q4_k_x16, 148}, {DType::q6_k, Packing::q6_k_x16, 210}};
 
-std::vector<float> random_x(int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& f : x) f = dist(rng);
-  return x;
-}
-
-bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, static_cast<size_t>(n) * 4) == 0; }
 
 }  // namespace
 
@@ -90,67 +85,11 @@ TEST_CASE("packing: q4_k_x16 and q6_k_x16 pack and unpack any bytes exactly, row
 
 TEST_CASE("packed q4_k and q6_k: products match the row-major kernels and keep one set of bits") {
   std::mt19937 rng(23);
-  loom::ThreadPool one(1), two(2);
   for (const Case& c : kCases) {
     for (const int64_t rows : {1, 13, 16, 40, 75}) {
       for (const int64_t cols : {256, 1024}) {
         const Tensor w = random_blocks(c.dtype, rows, cols, rng);
-        const Tensor p = loom::pack(w, c.packing);
-        std::vector<float> wf(static_cast<size_t>(rows * cols));
-        loom::convert(c.dtype, w.raw_data(), DType::f32, wf.data(), wf.size());
-        std::vector<float> bias = random_x(rows, rng);
-        Tensor bias_t = Tensor::empty(loom::Shape{rows}, DType::f32);
-        std::memcpy(bias_t.mutable_raw_data(), bias.data(), bias.size() * 4);
-        for (const int64_t n : {1, 2, 3, 5, 8, 13}) {
-          INFO(loom::packing_name(c.packing) << ": " << rows << " x " << cols << ", " << n << " tokens");
-          const std::vector<float> x = random_x(n * cols, rng);
-          std::vector<float> row_major(static_cast<size_t>(n * rows)), packed(row_major.size());
-          loom::kernels::linear(w, nullptr, x.data(), cols, n, row_major.data(), rows, two);
-          loom::kernels::linear(p, nullptr, x.data(), cols, n, packed.data(), rows, two);
-          // The same q8_k activations and exact sub-block integers, summed in another
-          // order: within f32 rounding of the magnitudes summed.
-          for (int64_t t = 0; t < n; ++t) {
-            for (int64_t r = 0; r < rows; ++r) {
-              double magnitude = 0.0;
-              for (int64_t k = 0; k < cols; ++k) {
-                magnitude += std::fabs(static_cast<double>(wf[static_cast<size_t>(r * cols + k)]) *
-                                       x[static_cast<size_t>(t * cols + k)]);
-              }
-              const size_t i = static_cast<size_t>(t * rows + r);
-              REQUIRE(std::fabs(packed[i] - row_major[i]) <= 2e-5 * magnitude + 1e-6);
-            }
-          }
-          // The scalar family: the same bits.
-          std::vector<float> scalar(packed.size());
-          loom::kernels::linear_packed_kquants_scalar(p, x.data(), cols, n, scalar.data(), rows);
-          CHECK(same_bits(scalar.data(), packed.data(), n * rows));
-          {
-            IsaScope cap(loom::Isa::scalar);
-            std::vector<float> capped(packed.size()), capped_scalar(packed.size());
-            loom::kernels::linear(p, nullptr, x.data(), cols, n, capped.data(), rows, two);
-            loom::kernels::linear_packed_kquants_scalar(p, x.data(), cols, n, capped_scalar.data(), rows);
-            CHECK(same_bits(capped.data(), capped_scalar.data(), n * rows));
-          }
-          // One thread: the same bits.
-          std::vector<float> single(packed.size());
-          loom::kernels::linear(p, nullptr, x.data(), cols, n, single.data(), rows, one);
-          CHECK(same_bits(single.data(), packed.data(), n * rows));
-          // Batch invariance: each token alone gives its row of the batch.
-          for (int64_t t = 0; t < n; ++t) {
-            std::vector<float> alone(static_cast<size_t>(rows));
-            loom::kernels::linear(p, nullptr, x.data() + t * cols, cols, 1, alone.data(), rows, two);
-            CHECK(same_bits(alone.data(), packed.data() + t * rows, rows));
-          }
-          // With a bias: the sums plus the bias, each output once.
-          std::vector<float> biased(packed.size());
-          loom::kernels::linear(p, &bias_t, x.data(), cols, n, biased.data(), rows, two);
-          for (int64_t t = 0; t < n; ++t) {
-            for (int64_t r = 0; r < rows; ++r) {
-              CHECK(biased[static_cast<size_t>(t * rows + r)] ==
-                    packed[static_cast<size_t>(t * rows + r)] + bias[static_cast<size_t>(r)]);
-            }
-          }
-        }
+        t::check_packed_products(w, loom::pack(w, c.packing), loom::kernels::linear_packed_kquants_scalar, rng);
       }
     }
   }
@@ -162,7 +101,7 @@ TEST_CASE("packed q4_k and q6_k: a NaN activation block gives NaN outputs, not g
   for (const Case& c : kCases) {
     INFO(loom::packing_name(c.packing));
     const Tensor p = loom::pack(random_blocks(c.dtype, 20, 512, rng), c.packing);
-    std::vector<float> x = random_x(2 * 512, rng);
+    std::vector<float> x = t::normal_floats(2 * 512, rng);
     x[512 + 300] = std::nanf("");  // token 1, second block
     std::vector<float> y(40);
     loom::kernels::linear(p, nullptr, x.data(), 512, 2, y.data(), 20, two);

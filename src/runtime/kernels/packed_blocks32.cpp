@@ -21,14 +21,13 @@ namespace {
 constexpr int64_t kPanelRows = kPackedPanelRows;
 constexpr int64_t kBlock = 32;
 constexpr int64_t kActBlockBytes = 34;           // q8_0 activation block: f16 d, 32 x i8
-constexpr int64_t kScaleGroup = 2 * kPanelRows;  // bytes of a block's 16 f16 scales
-constexpr int64_t kQuantGroup = kBlock * kPanelRows;
 
 // The packings of 32-element blocks with one f16 scale a row (tensor/packing.hpp): per
 // panel and block, the 16 rows' scales, then kVectors 64-byte quant vectors. Weights are
 // stored unsigned (q + kBias), so each block's dot starts at -kBias * (sum of its
 // activation quants), and VPDPBUSD takes them as its unsigned operand.
 struct Q8_0Format {
+  using Layout = packed_layout::Q8_0;
   static constexpr Packing packing = Packing::q8_0_x16;
   static constexpr DType dtype = DType::q8_0;
   static constexpr int kVectors = 8;  // vector j: columns 4j..4j+3, one byte each
@@ -36,6 +35,7 @@ struct Q8_0Format {
   static constexpr int32_t kBias = 128;
 };
 struct Q4_0Format {
+  using Layout = packed_layout::Q4_0;
   static constexpr Packing packing = Packing::q4_0_x16;
   static constexpr DType dtype = DType::q4_0;
   static constexpr int kVectors = 4;  // vector j: columns 4j..4j+3 (low nibbles), 16+4j.. (high)
@@ -45,16 +45,18 @@ struct Q4_0Format {
 
 // Bytes of one block of a panel: the scales, then the quant vectors.
 template <class F>
-constexpr int64_t kGroup = kScaleGroup + F::kVectors * 64;
+constexpr int64_t kGroup = F::Layout::group;
+static_assert(kGroup<Q8_0Format> == Q8_0Format::Layout::quants + Q8_0Format::kVectors * 64 &&
+              kGroup<Q4_0Format> == Q4_0Format::Layout::quants + Q4_0Format::kVectors * 64);
 
 // The stored (unsigned) weight of row r, column k of a block's quant vectors.
 template <class F>
 int32_t weight_at(const uint8_t* q, int64_t r, int64_t k) {
   if constexpr (F::kNibbles) {
-    const uint8_t byte = q[((k % 16) / 4) * 64 + r * 4 + k % 4];
+    const uint8_t byte = q[packed_layout::lane_byte(r, k % 16)];
     return k < 16 ? (byte & 0xF) : (byte >> 4);
   } else {
-    return q[(k / 4) * 64 + r * 4 + k % 4];
+    return q[packed_layout::lane_byte(r, k)];
   }
 }
 
@@ -85,8 +87,8 @@ template <class F>
 void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y,
                    int64_t ys) {
   for (int64_t p = p0; p < p1; ++p) {
-    const uint8_t* scales = panel_at(w, p);
-    const uint8_t* quants = scales + kScaleGroup;
+    const uint8_t* scales = panel_at(w, p) + F::Layout::scales;
+    const uint8_t* quants = panel_at(w, p) + F::Layout::quants;
     for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < w.rows; ++r) {
       for (int64_t t = 0; t < n_tokens; ++t) {
         const uint8_t* act = a.blocks + t * a.row_bytes;
@@ -126,8 +128,8 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
   const uint8_t* scales[P];
   const uint8_t* quants[P];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-    scales[p] = panel_at(w, p0 + p);
-    quants[p] = scales[p] + kScaleGroup;
+    scales[p] = panel_at(w, p0 + p) + F::Layout::scales;
+    quants[p] = panel_at(w, p0 + p) + F::Layout::quants;
   }
   const uint8_t* act[T];
   _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.blocks + (t0 + t) * a.row_bytes + 2;

@@ -80,16 +80,13 @@ PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t t0, __m512 (&acc
 struct Q4K {
   static constexpr Packing packing = Packing::q4_k_x16;
   static constexpr DType dtype = DType::q4_k;
-  static constexpr int64_t kGroupBytes = 2368;
-  static constexpr int64_t kDmin = 32, kScales = 64, kMins = 192, kQuants = 320;
+  using L = packed_layout::Q4K;
+  static constexpr int64_t kGroupBytes = L::group;
+  static constexpr int64_t kDmin = L::dmin, kScales = L::scales, kMins = L::mins, kQuants = L::quants;
   static constexpr int kMaxTokens = 4;
   // Panels a tile runs side by side for T tokens: what the registers hold.
   static constexpr int panels_for(int t) { return t == 1 ? 4 : t == 2 ? 2 : 1; }
 
-  // Byte c (0..127) of row r's nibbles in a group's quant part.
-  static constexpr int64_t quant_at(int64_t r, int64_t c) {
-    return (c / 32) * 512 + ((c % 32) / 4) * 64 + r * 4 + c % 4;
-  }
 
   // The scalar family's step for one (row, token, block).
   static float scalar_block(const uint8_t* g, const Acts& a, int64_t r, int64_t t, int64_t b, float acc) {
@@ -98,7 +95,7 @@ struct Q4K {
     for (int s = 0; s < 8; ++s) {
       int32_t dot = 0;
       for (int l = 0; l < 32; ++l) {
-        const int nibble = (g[kQuants + quant_at(r, 32 * (s / 2) + l)] >> (4 * (s % 2))) & 0xF;
+        const int nibble = (g[L::quant_at(r, 32 * (s / 2) + l)] >> (4 * (s % 2))) & 0xF;
         dot += nibble * act[32 * s + l];
       }
       isum += static_cast<int32_t>(g[kScales + s * 16 + r]) * dot;
@@ -110,7 +107,7 @@ struct Q4K {
               static_cast<int32_t>(g[kMins + k * 32 + 2 * r + 1]) * static_cast<int16_t>(pair >> 16);
     }
     uint16_t h;
-    std::memcpy(&h, g + 2 * r, 2);
+    std::memcpy(&h, g + L::d + 2 * r, 2);
     const float d = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
     std::memcpy(&h, g + kDmin + 2 * r, 2);
     const float dmin = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
@@ -178,7 +175,7 @@ struct Q4K {
             msum[t] = _mm512_dpwssd_epi32(msum[t], mk, _mm512_set1_epi32(a.mins[((t0 + t) * w.nb + b) * 4 + k]));
           }
         }
-        const __m512 dw = _mm512_cvtph_ps(load256(g[p]));
+        const __m512 dw = _mm512_cvtph_ps(load256(g[p] + L::d));
         const __m512 dmw = _mm512_cvtph_ps(load256(g[p] + kDmin));
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
           const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]);
@@ -202,10 +199,11 @@ struct Q4K {
 struct Q6K {
   static constexpr Packing packing = Packing::q6_k_x16;
   static constexpr DType dtype = DType::q6_k;
-  static constexpr int64_t kGroupBytes = 3360;
-  static constexpr int64_t kScales = 32, kChunks = 288;  // 16 f16 d, then int8 scales, then the chunks
+  using L = packed_layout::Q6K;
+  static constexpr int64_t kGroupBytes = L::group;
+  static constexpr int64_t kScales = L::scales;
   // The three vectors of half h, column chunk j: ql low part, ql high part, qh.
-  static constexpr int64_t chunk_at(int h, int j) { return kChunks + (h * 8 + j) * 192; }
+  static constexpr int64_t chunk_at(int h, int j) { return L::chunk_at(h, j); }
   static constexpr int kMaxTokens = 3;
   static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
 
@@ -235,7 +233,7 @@ struct Q6K {
       msum += scale * bsums[group];
     }
     uint16_t h;
-    std::memcpy(&h, g + 2 * r, 2);
+    std::memcpy(&h, g + L::d + 2 * r, 2);
     const float d = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
     return std::fma(static_cast<float>(isum - 32 * msum), d, acc);
   }
@@ -320,7 +318,7 @@ struct Q6K {
             msum[t] = _mm512_dpwssd_epi32(msum[t], sk, _mm512_set1_epi32(a.sum_pair(t0 + t, b, k)));
           }
         }
-        const __m512 dw = _mm512_cvtph_ps(load256(g[p]));
+        const __m512 dw = _mm512_cvtph_ps(load256(g[p] + L::d));
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
           const __m512i total = _mm512_sub_epi32(isum[p][t], _mm512_slli_epi32(msum[t], 5));
           const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]));

@@ -1,0 +1,98 @@
+// Test helper: what every packed-weight kernel must do, checked for one packed matrix
+// against its rows — agree with the row-major kernel within f32 rounding, give the
+// scalar family's bits (also with the whole product capped to the scalar family), the
+// same bits on one thread, for each token alone (batch invariance), and add a bias once.
+// Header-only: it reports through Catch's assertions.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "loom/convert.hpp"
+#include "loom/tensor.hpp"
+#include "loom/thread_pool.hpp"
+#include "runtime/kernels/linear.hpp"
+#include "support/test_support.hpp"
+
+namespace loom::test {
+
+inline std::vector<float> normal_floats(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& f : x) f = dist(rng);
+  return x;
+}
+
+// The packed product on the scalar family (linear_packed_*_scalar).
+using ScalarPackedProduct = void (*)(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+                                     int64_t y_stride);
+
+// `w` row-major, `p` its packed copy; products over 1, 2, 3, 5, 8 and 13 random tokens.
+inline void check_packed_products(const Tensor& w, const Tensor& p, ScalarPackedProduct scalar, std::mt19937& rng) {
+  ThreadPool one(1), two(2);
+  const int64_t rows = w.shape()[0], cols = w.shape()[1];
+  std::vector<float> wf(static_cast<size_t>(rows * cols));
+  convert(w.dtype(), w.raw_data(), DType::f32, wf.data(), wf.size());
+  const std::vector<float> bias = normal_floats(rows, rng);
+  Tensor bias_t = Tensor::empty(Shape{rows}, DType::f32);
+  std::memcpy(bias_t.mutable_raw_data(), bias.data(), bias.size() * 4);
+  auto n_floats = [&](int64_t n) { return std::vector<float>(static_cast<size_t>(n * rows)); };
+  for (const int64_t n : {1, 2, 3, 5, 8, 13}) {
+    INFO(w.describe() << ", " << n << " tokens");
+    const std::vector<float> x = normal_floats(n * cols, rng);
+    std::vector<float> row_major = n_floats(n), packed = n_floats(n);
+    kernels::linear(w, nullptr, x.data(), cols, n, row_major.data(), rows, two);
+    kernels::linear(p, nullptr, x.data(), cols, n, packed.data(), rows, two);
+    // The same quantized activations and exact per-block integers, summed in another
+    // order: within f32 rounding of the magnitudes summed.
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double magnitude = 0.0;
+        for (int64_t k = 0; k < cols; ++k) {
+          magnitude += std::fabs(static_cast<double>(wf[static_cast<size_t>(r * cols + k)]) *
+                                 x[static_cast<size_t>(t * cols + k)]);
+        }
+        const size_t i = static_cast<size_t>(t * rows + r);
+        REQUIRE(std::fabs(packed[i] - row_major[i]) <= 2e-5 * magnitude + 1e-6);
+      }
+    }
+    // The scalar family: the same bits.
+    std::vector<float> on_scalar = n_floats(n);
+    scalar(p, x.data(), cols, n, on_scalar.data(), rows);
+    CHECK(same_bits(on_scalar, packed));
+    {
+      // Capped to scalar, the packed product runs the scalar family end to end (the
+      // activations quantized by the scalar quantizer too): the scalar kernel's bits.
+      IsaScope cap(Isa::scalar);
+      std::vector<float> capped = n_floats(n), capped_scalar = n_floats(n);
+      kernels::linear(p, nullptr, x.data(), cols, n, capped.data(), rows, two);
+      scalar(p, x.data(), cols, n, capped_scalar.data(), rows);
+      CHECK(same_bits(capped, capped_scalar));
+    }
+    // One thread: the same bits.
+    std::vector<float> single = n_floats(n);
+    kernels::linear(p, nullptr, x.data(), cols, n, single.data(), rows, one);
+    CHECK(same_bits(single, packed));
+    // Batch invariance: each token alone gives its row of the batch.
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> alone = n_floats(1);
+      kernels::linear(p, nullptr, x.data() + t * cols, cols, 1, alone.data(), rows, two);
+      CHECK(same_bits(alone, std::span<const float>(packed.data() + t * rows, static_cast<size_t>(rows))));
+    }
+    // With a bias: the sums plus the bias, each output once.
+    std::vector<float> biased = n_floats(n);
+    kernels::linear(p, &bias_t, x.data(), cols, n, biased.data(), rows, two);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const size_t i = static_cast<size_t>(t * rows + r);
+        CHECK(biased[i] == packed[i] + bias[static_cast<size_t>(r)]);
+      }
+    }
+  }
+}
+
+}  // namespace loom::test
