@@ -29,15 +29,7 @@ using loom::DType;
 using loom::Packing;
 using loom::Tensor;
 
-Tensor random_blocks(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(rows * cols));
-  for (auto& f : v) f = dist(rng);
-  Tensor t = Tensor::empty(loom::Shape{rows, cols}, dtype);
-  loom::quant::quantize(dtype, v.data(), t.mutable_raw_data(), v.size());
-  return t;
-}
-Tensor random_q8_0(int64_t rows, int64_t cols, std::mt19937& rng) { return random_blocks(DType::q8_0, rows, cols, rng); }
+Tensor random_q8_0(int64_t rows, int64_t cols, std::mt19937& rng) { return t::random_quantized(DType::q8_0, rows, cols, rng); }
 
 // The two packings of 32-element blocks, with the dtype each packs.
 struct Case {
@@ -58,7 +50,7 @@ TEST_CASE("packing: q8_0_x16 and q4_0_x16 pack and unpack byte for byte, rows pa
     for (const int64_t rows : {1, 15, 16, 17, 33, 64}) {
       for (const int64_t cols : {32, 96, 256}) {
         INFO(loom::packing_name(c.packing) << ": " << rows << " x " << cols);
-        const Tensor w = random_blocks(c.dtype, rows, cols, rng);
+        const Tensor w = t::random_quantized(c.dtype, rows, cols, rng);
         REQUIRE(loom::can_pack(w, c.packing));
         const Tensor p = loom::pack(w, c.packing);
         CHECK(p.layout() == loom::Layout::repacked);
@@ -107,7 +99,7 @@ TEST_CASE("packed q8_0 and q4_0: products match the row-major kernels and keep o
   for (const Case& c : kCases) {
     for (const int64_t rows : {1, 13, 16, 40, 75}) {
       for (const int64_t cols : {32, 160, 1024}) {
-        const Tensor w = random_blocks(c.dtype, rows, cols, rng);
+        const Tensor w = t::random_quantized(c.dtype, rows, cols, rng);
         t::check_packed_products(w, loom::pack(w, c.packing), loom::kernels::linear_packed_blocks32_scalar, rng);
       }
     }

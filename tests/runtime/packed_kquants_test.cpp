@@ -31,14 +31,6 @@ using loom::Packing;
 using loom::Tensor;
 using loom::test::IsaScope;
 
-Tensor random_blocks(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(rows * cols));
-  for (auto& f : v) f = dist(rng);
-  Tensor t = Tensor::empty(loom::Shape{rows, cols}, dtype);
-  loom::quant::quantize(dtype, v.data(), t.mutable_raw_data(), v.size());
-  return t;
-}
 
 // The k-quant packings, with the dtype each packs and its packed bytes per row and block.
 struct Case {
@@ -88,7 +80,7 @@ TEST_CASE("packed q4_k and q6_k: products match the row-major kernels and keep o
   for (const Case& c : kCases) {
     for (const int64_t rows : {1, 13, 16, 40, 75}) {
       for (const int64_t cols : {256, 1024}) {
-        const Tensor w = random_blocks(c.dtype, rows, cols, rng);
+        const Tensor w = t::random_quantized(c.dtype, rows, cols, rng);
         t::check_packed_products(w, loom::pack(w, c.packing), loom::kernels::linear_packed_kquants_scalar, rng);
       }
     }
@@ -100,7 +92,7 @@ TEST_CASE("packed q4_k and q6_k: a NaN activation block gives NaN outputs, not g
   loom::ThreadPool two(2);
   for (const Case& c : kCases) {
     INFO(loom::packing_name(c.packing));
-    const Tensor p = loom::pack(random_blocks(c.dtype, 20, 512, rng), c.packing);
+    const Tensor p = loom::pack(t::random_quantized(c.dtype, 20, 512, rng), c.packing);
     std::vector<float> x = t::normal_floats(2 * 512, rng);
     x[512 + 300] = std::nanf("");  // token 1, second block
     std::vector<float> y(40);

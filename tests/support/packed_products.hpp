@@ -17,6 +17,7 @@
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "support/test_support.hpp"
+#include "tensor/quant/quant.hpp"
 
 namespace loom::test {
 
@@ -25,6 +26,14 @@ inline std::vector<float> normal_floats(int64_t n, std::mt19937& rng) {
   std::vector<float> x(static_cast<size_t>(n));
   for (auto& f : x) f = dist(rng);
   return x;
+}
+
+// A [rows, cols] matrix of `dtype` quantized from normal(0, 1) values.
+inline Tensor random_quantized(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const std::vector<float> v = normal_floats(rows * cols, rng);
+  Tensor t = Tensor::empty(Shape{rows, cols}, dtype);
+  quant::quantize(dtype, v.data(), t.mutable_raw_data(), v.size());
+  return t;
 }
 
 // The packed product on the scalar family (linear_packed_*_scalar).
