@@ -756,3 +756,96 @@ TEST_CASE("speculative: the adaptive length does not count the first pass of a s
   }
   CHECK(drafting >= 7);
 }
+
+namespace {
+
+// Drives a DraftLength to the end of its measuring rounds: two plain passes of `step`
+// (the first not counted), then the two measuring drafts of 2 tokens, both rejected,
+// the second's pass slow (`slow_pass` x step: a cold or descheduled pass). Afterwards
+// the estimated acceptance is low and drafting does not pay.
+void measure_then_reject(loom::runtime::DraftLength& length, double step, double draft_per_token,
+                         double slow_pass) {
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(length.next() == 0);
+    length.observe(0, 0, 0, 0.0, step);
+  }
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(length.next() == 2);
+    length.observe(2, 2, 0, 2 * draft_per_token, (i == 0 ? 1.05 : slow_pass) * step);
+  }
+  REQUIRE(length.alpha() < 0.3);
+}
+
+}  // namespace
+
+TEST_CASE("speculative: the adaptive length probes a free drafter often and is not held back by one slow pass") {
+  // Prompt lookup where the answer copies the context: drafting costs nothing, the first
+  // drafts miss (the text has not reached the copied span yet), then every draft is
+  // right. Passes cost 10% of a step more per extra token.
+  loom::SpeculativeParams params;  // max_draft 8, probe_interval 16
+  loom::runtime::DraftLength length(params);
+  const double step = 0.010;
+  measure_then_reject(length, step, 0.0, 1.6);
+  // The 3-token pass measured once, at 1.6 steps: a probe (a 2-token pass, priced between
+  // one step and that) costs about a third of a step, so it comes after a third of
+  // probe_interval plain rounds, not after all of them.
+  int plain = 0;
+  while (length.next() == 0) {
+    length.observe(0, 0, 0, 0.0, step);
+    ++plain;
+    REQUIRE(plain <= params.probe_interval);
+  }
+  CHECK(plain <= params.probe_interval / 2);
+  CHECK(plain >= 2);
+  length.observe(1, 1, 1, 0.0, 1.1 * step);
+  // From here every draft is accepted: the acceptance climbs and, although the one
+  // 3-token pass said 1.6 steps, longer drafts are tried (sizes not measured are priced
+  // with the smallest slope seen) and kept, since they are measured at their real cost.
+  int32_t k = 0;
+  int rounds = 0;
+  for (; rounds < 40 && k < 4; ++rounds) {
+    k = length.next();
+    length.observe(k, k, k, 0.0, (1.0 + 0.1 * k) * step);
+  }
+  CHECK(k >= 4);
+  CHECK(rounds <= 24);
+  // Long runs of accepted drafts stay long; a 3-token pass now measures at its real cost
+  // and the median of the last ones forgets the slow sample.
+  int long_rounds = 0;
+  for (int round = 0; round < 32; ++round) {
+    k = length.next();
+    if (k >= 4) ++long_rounds;
+    length.observe(k, k, k, 0.0, (1.0 + 0.1 * k) * step);
+  }
+  CHECK(long_rounds >= 30);
+  for (int i = 0; i < 8; ++i) length.observe(2, 2, 2, 0.0, 1.2 * step);
+  CHECK(length.verify_estimate(3) == Approx(1.2 * step));
+}
+
+TEST_CASE("speculative: the adaptive length probes a costly draft model rarely, and backs off after rejected probes") {
+  // A draft model that costs 0.6 of a step per token: a rejected probe adds about 0.65 of
+  // a step, so the probes come after ~0.65 x probe_interval plain rounds (11), and each
+  // rejected one doubles the wait.
+  loom::SpeculativeParams params;
+  loom::runtime::DraftLength length(params);
+  const double step = 0.010;
+  measure_then_reject(length, step, 0.6 * step, 1.1);
+  std::vector<int> waits;
+  int plain = 0;
+  for (int round = 0; round < 8 * params.probe_interval && waits.size() < 3; ++round) {
+    const int32_t k = length.next();
+    if (k == 0) {
+      length.observe(0, 0, 0, 0.0, step);
+      ++plain;
+    } else {
+      length.observe(k, k, 0, k * 0.6 * step, (1.0 + 0.05 * k) * step);
+      waits.push_back(plain);
+      plain = 0;
+    }
+  }
+  REQUIRE(waits.size() == 3);
+  CHECK(waits[0] >= 10);
+  CHECK(waits[0] <= 12);
+  CHECK(waits[1] >= 2 * waits[0] - 1);
+  CHECK(waits[2] >= 2 * waits[1] - 1);
+}
