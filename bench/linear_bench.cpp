@@ -1,6 +1,8 @@
 // Weight-product kernels in isolation: decode (matrix-vector, GB/s of weight bytes) and
-// prefill (the batch-invariant matrix-matrix kernel, GFLOP/s; 128 tokens, and 8 as in a
-// small continuous batch) for f32, f16 and bf16 weights, on 1 and 2 threads.
+// prefill (the batch-invariant matrix-matrix kernel, GFLOP/s; 128 tokens, 8 as in a small
+// continuous batch, 4 and 2 as in a speculative verification pass) for f32, f16 and bf16
+// weights, on 1 and 2 threads. Shapes: 4096 x 4096 and 2816 x 1024 (streamed from memory
+// or L3), 256 x 1024 (in L2: the kernel's compute rate without the memory stream).
 //   build/bench/loom_linear_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -60,7 +62,7 @@ void BM_prefill(benchmark::State& state) {
 void shapes(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> tokens) {
   for (auto dt : {loom::DType::f32, loom::DType::f16, loom::DType::bf16}) {
     for (int threads : {1, 2}) {
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {2816, 1024}}) {
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {2816, 1024}, {256, 1024}}) {
         if (tokens.size() == 0) b->Args({static_cast<int64_t>(dt), rows, cols, threads});
         for (int64_t n : tokens) b->Args({static_cast<int64_t>(dt), rows, cols, threads, n});
       }
@@ -69,7 +71,7 @@ void shapes(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> to
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 void decode_args(benchmark::internal::Benchmark* b) { shapes(b, {}); }
-void prefill_args(benchmark::internal::Benchmark* b) { shapes(b, {128, 8}); }
+void prefill_args(benchmark::internal::Benchmark* b) { shapes(b, {128, 8, 4, 2}); }
 
 }  // namespace
 

@@ -4,20 +4,28 @@
 //   build/bench/loom_speculative_decode [--shape small|1b] [--rows f16-q4_k,f32-q8_0,f16-lookup]
 //                                       [--logits random,peaked] [--scale 25] [--prompt 64]
 //                                       [--gen 64] [--max-draft 8] [--fixed 0|1] [--reps 1]
-//                                       [--threads N] [--json 0|1]
+//                                       [--threads N] [--json 0|1] [--text repeat|copy]
+//                                       [--pass-costs 0|1]
 //
 // Rows: "TARGET-DRAFT" is a TARGET-dtype model with its DRAFT-dtype copy (quantized in
 // memory, loom::make_draft_copy) as the draft; "TARGET-lookup" drafts by prompt lookup.
 // Each row runs for each --logits variant: "random" weights give flat logits (the draft's
 // argmax often differs: low acceptance), "peaked" multiplies the output projection's
 // spread by --scale so the logits are peaked as a trained model's are (high acceptance).
-// The prompt is a random sequence said twice, so prompt lookup has text to copy; greedy
-// decoding of these models also falls into loops, which lookup drafts well.
+// --text repeat (default): the prompt is a random sequence said twice; greedy decoding of
+// these models falls into loops, which lookup drafts well. --text copy: the RAG case, an
+// answer that copies its context: the prompt is a seed (the first half of the random
+// sequence), the model's own greedy continuation of it (--gen tokens: the "document"),
+// then the seed again, so the answer follows the document where the model repeats
+// itself (random models mostly do after a few tokens).
+// --pass-costs 1 prints, instead, what a verification pass of 1..max_draft+1 tokens
+// costs after the prompt (the median of 15), for each row's target.
 //
 // Each repetition generates --gen tokens greedily, plain (no drafter) then speculative,
 // from the same prompt through loom::speculative_generate_from_tokens; the tokens must be
 // identical (the run fails otherwise). Figures are medians over repetitions.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -74,6 +82,32 @@ Measured generate(loom::Session& session, const std::vector<int32_t>& prompt, lo
   return m;
 }
 
+// What a verification pass costs by its size: the median of 15 passes of n tokens (all
+// logits kept, as speculative verification does) after the prompt, n = 1..max_n, each
+// rolled back, in plain steps (a pass of 1).
+void print_pass_costs(loom::Session& session, const Row& row, const std::string& variant,
+                      const std::vector<int32_t>& prompt, int max_n) {
+  session.reset();
+  session.prefill(std::span<const int32_t>(prompt));
+  const int64_t base = session.position();
+  double step = 0.0;
+  std::printf("%-12s %-7s pass ms by tokens:", row.name.c_str(), variant.c_str());
+  for (int n = 1; n <= max_n; ++n) {
+    std::vector<int32_t> pass(prompt.begin(), prompt.begin() + std::min<size_t>(static_cast<size_t>(n), prompt.size()));
+    std::vector<double> t;
+    for (int r = 0; r < 15; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      session.prefill(pass, /*all_logits=*/true);
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      session.rollback(base);
+    }
+    const double ms = 1e3 * median(t);
+    if (n == 1) step = ms;
+    std::printf(" %d:%.2f (%.2fx)", n, ms, ms / step);
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,12 +116,13 @@ int main(int argc, char** argv) {
                                           {"--prompt", "64"},     {"--gen", "64"},
                                           {"--max-draft", "8"},   {"--fixed", "0"},
                                           {"--reps", "1"},        {"--threads", "0"},
-                                          {"--json", "0"}};
+                                          {"--json", "0"},        {"--text", "repeat"},
+                                          {"--pass-costs", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
       std::fprintf(stderr,
                    "unknown flag %s (expected --shape --rows --logits --scale --prompt --gen --max-draft --fixed --reps "
-                   "--threads --json)\n",
+                   "--threads --json --text --pass-costs)\n",
                    argv[i]);
       return 2;
     }
@@ -106,6 +141,11 @@ int main(int argc, char** argv) {
   const int reps = std::stoi(args["--reps"]);
   const float scale = std::stof(args["--scale"]);
   const bool json = args["--json"] == "1";
+  const bool pass_costs = args["--pass-costs"] == "1";
+  if (args["--text"] != "repeat" && args["--text"] != "copy") {
+    std::fprintf(stderr, "--text takes repeat or copy, got %s\n", args["--text"].c_str());
+    return 2;
+  }
   loom::SpeculativeParams params;
   params.max_draft = std::stoi(args["--max-draft"]);
   params.adaptive = args["--fixed"] != "1";
@@ -151,12 +191,28 @@ int main(int argc, char** argv) {
       loom::SessionOptions so;
       so.pool = pool;
       so.context_length = prompt_len + gen + 1;
+      std::vector<int32_t> row_prompt = prompt;
+      if (args["--text"] == "copy") {
+        // The seed, its own greedy continuation as the document, then the seed again.
+        loom::SessionOptions po = so;
+        loom::Session probe(target, po);
+        const std::vector<int32_t> seed(prompt.begin(), prompt.begin() + (prompt_len + 1) / 2);
+        const Measured doc = generate(probe, seed, nullptr, params, gen);
+        row_prompt = seed;
+        row_prompt.insert(row_prompt.end(), doc.result.generation.tokens.begin(), doc.result.generation.tokens.end());
+        row_prompt.insert(row_prompt.end(), seed.begin(), seed.end());
+        so.context_length = static_cast<int64_t>(row_prompt.size()) + gen + 1;
+      }
       loom::Session session(target, so);
+      if (pass_costs) {
+        print_pass_costs(session, row, variant, row_prompt, params.max_draft + 1);
+        continue;
+      }
       std::vector<double> plain_s, spec_s;
       loom::SpeculativeResult last;
       for (int r = 0; r < reps; ++r) {
-        const Measured plain = generate(session, prompt, nullptr, params, gen);
-        const Measured spec = generate(session, prompt, drafter.get(), params, gen);
+        const Measured plain = generate(session, row_prompt, nullptr, params, gen);
+        const Measured spec = generate(session, row_prompt, drafter.get(), params, gen);
         if (spec.result.generation.tokens != plain.result.generation.tokens) {
           std::fprintf(stderr, "%s (%s): speculative greedy output differs from plain decoding\n", row.name.c_str(),
                        variant.c_str());
