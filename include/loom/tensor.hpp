@@ -43,6 +43,7 @@ enum class Packing : uint8_t {
   q4_k_x16 = 2,  // q4_k in panels of 16 rows: 4 bytes of nibbles of each row side by side
   q4_0_x16 = 3,  // q4_0 in panels of 16 rows: 4 bytes of nibbles of each row side by side
   q6_k_x16 = 4,  // q6_k in panels of 16 rows: 4 low-nibble and 4 high-bit bytes of each row side by side
+  q5_k_x16 = 5,  // q5_k in panels of 16 rows: q4_k_x16's nibbles, each vector's fifth bits as a 64-bit mask
 };
 std::string_view packing_name(Packing packing) noexcept;
 

@@ -104,6 +104,67 @@ void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
   }
 }
 
+// q5_k_x16 (packed_layout::Q5K): q4_k_x16's parts, and the fifth bits as masks.
+constexpr int64_t kQ5KRowBlock = 176;  // d, dmin, 12 scale bytes, qh[32], qs[128]
+
+// Row byte c (0..127) of qs holds the values at column l = c % 32 of sub-blocks 2g
+// (low nibble) and 2g + 1 (high), g = c / 32; their fifth bits are bits 2g and 2g + 1 of
+// qh[l]. In the packed form byte c of row r is byte (c % 32) % 4 of lane r in vector
+// (c % 32) / 4 of pair g, so its mask bit is 4r + c % 4.
+void pack_q5_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+  using L = packed_layout::Q5K;
+  std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: all zero
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ5KRowBlock;
+      uint8_t* g = out + b * L::group;
+      std::memcpy(g + L::d + 2 * r, block, 2);
+      std::memcpy(g + L::dmin + 2 * r, block + 2, 2);
+      uint8_t sc[8], m[8];
+      q4k_decode_scales(block + 4, sc, m);
+      for (int s = 0; s < 8; ++s) {
+        g[L::scales + s * 16 + r] = sc[s];
+        g[L::mins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
+      }
+      const uint8_t* qh = block + 16;
+      for (int64_t c = 0; c < 128; ++c) {
+        g[L::quant_at(r, c)] = block[48 + c];
+        const int64_t pair = c / 32, l = c % 32, bit = 4 * r + l % 4;
+        uint8_t* masks = g + L::mask_at(pair, l / 4);
+        masks[bit / 8] |= static_cast<uint8_t>(((qh[l] >> (2 * pair)) & 1) << (bit % 8));
+        masks[8 + bit / 8] |= static_cast<uint8_t>(((qh[l] >> (2 * pair + 1)) & 1) << (bit % 8));
+      }
+    }
+  }
+}
+
+void unpack_q5_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
+  using L = packed_layout::Q5K;
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ5KRowBlock;
+      const uint8_t* g = in + b * L::group;
+      std::memcpy(block, g + L::d + 2 * r, 2);
+      std::memcpy(block + 2, g + L::dmin + 2 * r, 2);
+      uint8_t sc[8], m[8];
+      for (int s = 0; s < 8; ++s) {
+        sc[s] = g[L::scales + s * 16 + r];
+        m[s] = g[L::mins + (s / 2) * 32 + r * 2 + s % 2];
+      }
+      q4k_encode_scales(sc, m, block + 4);
+      uint8_t* qh = block + 16;
+      std::memset(qh, 0, 32);
+      for (int64_t c = 0; c < 128; ++c) {
+        block[48 + c] = g[L::quant_at(r, c)];
+        const int64_t pair = c / 32, l = c % 32, bit = 4 * r + l % 4;
+        const uint8_t* masks = g + L::mask_at(pair, l / 4);
+        qh[l] |= static_cast<uint8_t>(((masks[bit / 8] >> (bit % 8)) & 1) << (2 * pair));
+        qh[l] |= static_cast<uint8_t>(((masks[8 + bit / 8] >> (bit % 8)) & 1) << (2 * pair + 1));
+      }
+    }
+  }
+}
+
 // q4_0_x16 (packed_layout::Q4_0): scales, then the nibble bytes as they are.
 void pack_q4_0_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
   using L = packed_layout::Q4_0;
@@ -176,14 +237,18 @@ void unpack_q6_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
 
 // Each layout's group is its packing's block_bytes for 16 rows (the table below).
 static_assert(packed_layout::Q8_0::group == 34 * kRows && packed_layout::Q4_0::group == 18 * kRows &&
-              packed_layout::Q4K::group == 148 * kRows && packed_layout::Q6K::group == 210 * kRows);
+              packed_layout::Q4K::group == 148 * kRows && packed_layout::Q6K::group == 210 * kRows &&
+              packed_layout::Q5K::group == 180 * kRows &&
+              packed_layout::Q5K::pairs + 4 * packed_layout::Q5K::pair_bytes == packed_layout::Q5K::group &&
+              packed_layout::Q5K::masks == 8 * 64);
 
-constexpr std::array<PackingInfo, 5> kPackings{{
+constexpr std::array<PackingInfo, 6> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
     {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0_panel, unpack_q8_0_panel},
     {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k_panel, unpack_q4_k_panel},
     {Packing::q4_0_x16, "q4_0_x16", DType::q4_0, 16, 32, 18, pack_q4_0_panel, unpack_q4_0_panel},
     {Packing::q6_k_x16, "q6_k_x16", DType::q6_k, 16, 256, 210, pack_q6_k_panel, unpack_q6_k_panel},
+    {Packing::q5_k_x16, "q5_k_x16", DType::q5_k, 16, 256, 180, pack_q5_k_panel, unpack_q5_k_panel},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.

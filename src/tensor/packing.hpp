@@ -39,6 +39,18 @@
 // The 12 scale bytes of a block hold exactly the sixteen 6-bit values, so unpacking
 // re-encodes them bit for bit; a packed block is 148 bytes a row instead of 144.
 //
+// q5_k_x16, for a [rows, cols] q5_k matrix (cols a multiple of 256; rows padded with zero
+// rows): q4_k_x16's group with each sub-block pair's fifth bits after its nibbles: per
+// panel nb groups of 2880 bytes (180 a row-block, the rows' own 176 with the scales
+// decoded), each
+//   16 f16 d, 16 f16 dmin, the scales and mins as bytes (as q4_k_x16),
+//   for sub-block pair g (0..3), 640 bytes: the 8 nibble vectors of q4_k_x16, then for
+//   each vector j two 64-bit masks (8 bytes each, little-endian): bit 4r + i of the first
+//   is the fifth bit of the low-nibble value in byte 4r + i of vector j (sub-block 2g),
+//   of the second the high-nibble one's (sub-block 2g + 1).
+// A mask is a k-register: one masked byte add (VPADDB) puts the fifth bits into a
+// vector's values, which stay unsigned (0..31) for VPDPBUSD.
+//
 // q6_k_x16, for a [rows, cols] q6_k matrix (cols a multiple of 256; rows padded with zero
 // rows): panel p holds rows 16p..16p+15 as nb groups of 3360 bytes (the rows' own 210 a
 // block, reordered), each
@@ -79,6 +91,14 @@ struct Q4K {  // q4_k_x16: d, dmin, scales [s][r], mins [s/2][r][s%2], 4 x 8 nib
   static constexpr int64_t group = 2368, d = 0, dmin = 32, scales = 64, mins = 192, quants = 320;
   // Byte c (0..127) of a row's nibbles: sub-block pair c / 32, then lane_byte.
   static constexpr int64_t quant_at(int64_t r, int64_t c) { return quants + (c / 32) * 512 + lane_byte(r, c % 32); }
+};
+struct Q5K {  // q5_k_x16: q4_k_x16's d, dmin, scales, mins; per pair 8 nibble vectors + 8 x 2 masks
+  static constexpr int64_t group = 2880, d = 0, dmin = 32, scales = 64, mins = 192, pairs = 320;
+  static constexpr int64_t pair_bytes = 640, masks = 512;  // within a pair: nibbles, then masks
+  // Byte c (0..127) of a row's nibbles: sub-block pair c / 32, then lane_byte.
+  static constexpr int64_t quant_at(int64_t r, int64_t c) { return pairs + (c / 32) * pair_bytes + lane_byte(r, c % 32); }
+  // The masks of pair g's vector j: low-nibble values' fifth bits, then the high ones'.
+  static constexpr int64_t mask_at(int64_t g, int64_t j) { return pairs + g * pair_bytes + masks + j * 16; }
 };
 struct Q6K {  // q6_k_x16: d, int8 scales [g][r], per half and chunk: ql part 0, ql part 1, qh
   static constexpr int64_t group = 3360, d = 0, scales = 32, chunks = 288;

@@ -111,7 +111,7 @@ TEST_CASE("packed q8_0 and q4_0: the kernels ask for the packing only where the 
   CHECK(loom::kernels::preferred_packing(DType::q8_0) == (vnni ? Packing::q8_0_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q4_0) == (vnni ? Packing::q4_0_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::f16) == Packing::none);
-  CHECK(loom::kernels::preferred_packing(DType::q5_k) == Packing::none);
+  CHECK(loom::kernels::preferred_packing(DType::q5_0) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q4_1) == Packing::none);
   IsaScope cap(loom::Isa::avx2);
   CHECK(loom::kernels::preferred_packing(DType::q8_0) == Packing::none);

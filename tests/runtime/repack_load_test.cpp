@@ -148,3 +148,51 @@ TEST_CASE("repack: packs written from a packed load hold rows, and draft copies 
     if (native() && dtype == loom::DType::q8_0) CHECK(d2->weights().layers[1].attn_q.packing() == loom::Packing::q8_0_x16);
   }
 }
+
+TEST_CASE("repack: a q5_k_m pack quantized by loom loads its q5_k and q6_k projections packed, logits as the rows'") {
+  // No llama.cpp q5_k file in the reference set: loom quantizes the f32 small-quant GGUF
+  // with the q5_k_m recipe (q5_k projections, q6_k for ffn_down, attn_v and the output)
+  // and the packed load is checked against the row-major one.
+  LOOM_REQUIRE_REFERENCE(ref);
+  const fs::path dir = ref / "models" / "small-quant";
+  t::TempDir tmp;
+  loom::PackOptions po;
+  po.load.logger = loom::Logger::silent();
+  po.quantize = "q5_k_m";
+  loom::write_pack(dir / "small-quant-f32.gguf", tmp / "q5_k_m", po);
+  const auto plain = loom::load_model(tmp / "q5_k_m", repack_options(loom::RepackMode::off));
+  const auto packed = loom::load_model(tmp / "q5_k_m", repack_options(loom::RepackMode::automatic));
+  REQUIRE(plain->weights().layers[0].attn_q.dtype() == loom::DType::q5_k);
+  REQUIRE(plain->weights().layers[0].ffn_down.dtype() == loom::DType::q6_k);
+  if (loom::kernels::preferred_packing(loom::DType::q5_k) != loom::Packing::q5_k_x16) {
+    WARN("SKIPPED: this CPU has no AVX-512 VNNI, so nothing is packed");
+    CHECK(packed->load_report()->repacked_tensors == 0);
+    return;
+  }
+  // Per layer 5 q5_k (q, k, o, gate, up) and 2 q6_k (v, down) projections, and the output.
+  CHECK(packed->load_report()->repacked_tensors == 29);
+  CHECK(packed->weights().layers[0].attn_q.packing() == loom::Packing::q5_k_x16);
+  CHECK(packed->weights().layers[3].ffn_up.packing() == loom::Packing::q5_k_x16);
+  CHECK(packed->weights().layers[0].ffn_down.packing() == loom::Packing::q6_k_x16);
+  CHECK(packed->weights().output.packing() == loom::Packing::q6_k_x16);
+  t::check_same_rows(*plain, *packed);
+
+  // The packed and row-major kernels sum in different orders over the same q8_k
+  // activations: the logits agree to rounding, and the packed prefill equals its own
+  // step-by-step decode bit for bit.
+  const auto ids = t::read_ids(dir / "logits" / "story.ids.txt");
+  loom::SessionOptions so;
+  so.all_logits = true;
+  so.context_length = 64;
+  loom::Session a(plain, so), b(packed, so), step(packed, so);
+  a.prefill(ids);
+  b.prefill(ids);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    CHECK(t::relative_l2(b.logits_at(static_cast<int64_t>(i)), a.logits_at(static_cast<int64_t>(i))) < 1e-4);
+    step.prefill(std::span<const int32_t>(&ids[i], 1));
+    const auto x = step.logits_at(0);
+    const auto y = b.logits_at(static_cast<int64_t>(i));
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+  }
+}

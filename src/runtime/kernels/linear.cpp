@@ -179,7 +179,7 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     linear_packed_blocks32(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
-  if (w.packing() == Packing::q4_k_x16 || w.packing() == Packing::q6_k_x16) {
+  if (w.packing() == Packing::q4_k_x16 || w.packing() == Packing::q5_k_x16 || w.packing() == Packing::q6_k_x16) {
     linear_packed_kquants(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
@@ -233,6 +233,7 @@ constexpr PackedLayout kPackedLayouts[] = {
     {DType::q8_0, Packing::q8_0_x16},
     {DType::q4_0, Packing::q4_0_x16},
     {DType::q4_k, Packing::q4_k_x16},
+    {DType::q5_k, Packing::q5_k_x16},
     {DType::q6_k, Packing::q6_k_x16},
 };
 

@@ -75,18 +75,35 @@ PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t t0, __m512 (&acc
   }
 }
 
-// ---- q4_k_x16 (tensor/packing.hpp): d, dmin, scales and mins as bytes, nibble vectors ----
-
-struct Q4K {
-  static constexpr Packing packing = Packing::q4_k_x16;
-  static constexpr DType dtype = DType::q4_k;
-  using L = packed_layout::Q4K;
+// ---- q4_k_x16 and q5_k_x16 (tensor/packing.hpp): d, dmin, scales and mins as bytes,
+// nibble vectors; q5_k's fifth bits as one 64-bit mask per vector and nibble half ----
+//
+// Per row and block the integer sums are sum over sub-blocks s of scale[s] * (sum of
+// value * activation) and sum over s of min[s] * (sum of activations), and
+// acc = fma(isum, d * da, acc) - msum * dmin * da. A value is its nibble (0..15), plus 16
+// where q5_k's fifth bit is set: unsigned either way, as VPDPBUSD wants.
+template <class Layout, Packing kPacking, DType kDtype, bool kFifthBit>
+struct NibbleK {
+  static constexpr Packing packing = kPacking;
+  static constexpr DType dtype = kDtype;
+  using L = Layout;
   static constexpr int64_t kGroupBytes = L::group;
-  static constexpr int64_t kDmin = L::dmin, kScales = L::scales, kMins = L::mins, kQuants = L::quants;
+  static constexpr int64_t kDmin = L::dmin, kScales = L::scales, kMins = L::mins;
   static constexpr int kMaxTokens = 4;
   // Panels a tile runs side by side for T tokens: what the registers hold.
   static constexpr int panels_for(int t) { return t == 1 ? 4 : t == 2 ? 2 : 1; }
 
+  // Value l (0..31) of sub-block s of row r.
+  static int32_t value(const uint8_t* g, int64_t r, int s, int l) {
+    const int nibble = (g[L::quant_at(r, 32 * (s / 2) + l)] >> (4 * (s % 2))) & 0xF;
+    if constexpr (!kFifthBit) {
+      return nibble;
+    } else {
+      const uint8_t* mask = g + L::mask_at(s / 2, l / 4) + 8 * (s % 2);
+      const int64_t bit = 4 * r + l % 4;
+      return nibble | (((mask[bit / 8] >> (bit % 8)) & 1) << 4);
+    }
+  }
 
   // The scalar family's step for one (row, token, block).
   static float scalar_block(const uint8_t* g, const Acts& a, int64_t r, int64_t t, int64_t b, float acc) {
@@ -94,10 +111,7 @@ struct Q4K {
     int32_t isum = 0;
     for (int s = 0; s < 8; ++s) {
       int32_t dot = 0;
-      for (int l = 0; l < 32; ++l) {
-        const int nibble = (g[L::quant_at(r, 32 * (s / 2) + l)] >> (4 * (s % 2))) & 0xF;
-        dot += nibble * act[32 * s + l];
-      }
+      for (int l = 0; l < 32; ++l) dot += value(g, r, s, l) * act[32 * s + l];
       isum += static_cast<int32_t>(g[kScales + s * 16 + r]) * dot;
     }
     int32_t msum = 0;
@@ -122,6 +136,7 @@ struct Q4K {
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
     }
     const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i sixteen = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < w.nb; ++b) {
       const uint8_t* g[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p, b);
@@ -139,11 +154,18 @@ struct Q4K {
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
           __m512i wl[P], wh[P];
           _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-            const uint8_t* at = g[p] + kQuants + pair * 512 + j * 64;
+            const uint8_t* at = g[p] + L::quant_at(0, 32 * pair + 4 * j);
             _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
             const __m512i v = _mm512_loadu_si512(at);
             wl[p] = _mm512_and_si512(v, low4);
             wh[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+            if constexpr (kFifthBit) {
+              uint64_t ml, mh;
+              std::memcpy(&ml, g[p] + L::mask_at(pair, j), 8);
+              std::memcpy(&mh, g[p] + L::mask_at(pair, j) + 8, 8);
+              wl[p] = _mm512_mask_add_epi8(wl[p], _cvtu64_mask64(ml), wl[p], sixteen);
+              wh[p] = _mm512_mask_add_epi8(wh[p], _cvtu64_mask64(mh), wh[p], sixteen);
+            }
           }
           _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
             int32_t four_lo, four_hi;
@@ -187,6 +209,9 @@ struct Q4K {
     store_tile<P, T>(w, p0, t0, acc, y, ys);
   }
 };
+
+using Q4K = NibbleK<packed_layout::Q4K, Packing::q4_k_x16, DType::q4_k, false>;
+using Q5K = NibbleK<packed_layout::Q5K, Packing::q5_k_x16, DType::q5_k, true>;
 
 // ---- q6_k_x16 (tensor/packing.hpp): d, int8 scales [group][row], ql and qh vectors ----
 //
@@ -462,12 +487,14 @@ void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tok
 void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
                            float* y, int64_t y_stride, ThreadPool& pool) {
   if (w.packing() == Packing::q6_k_x16) return run<Q6K>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  if (w.packing() == Packing::q5_k_x16) return run<Q5K>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
   run<Q4K>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
 }
 
 void linear_packed_kquants_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                                   int64_t y_stride) {
   if (w.packing() == Packing::q6_k_x16) return run_scalar<Q6K>(w, x, x_stride, n_tokens, y, y_stride);
+  if (w.packing() == Packing::q5_k_x16) return run_scalar<Q5K>(w, x, x_stride, n_tokens, y, y_stride);
   run_scalar<Q4K>(w, x, x_stride, n_tokens, y, y_stride);
 }
 

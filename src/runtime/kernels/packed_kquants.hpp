@@ -1,9 +1,10 @@
 // Internal: products with k-quant weights in their packings (tensor/packing.hpp): q4_k as
-// q4_k_x16, q6_k as q6_k_x16.
+// q4_k_x16, q5_k as q5_k_x16, q6_k as q6_k_x16.
 //
 // Activations are quantized to q8_k (256-element blocks, f32 scale, sums of 16) once per
-// call. Per row and 256-column block the integer sums are exact — q4_k:
-//   isum = sum over the 8 sub-blocks s of scale[s] * (sum of nibble * activation byte),
+// call. Per row and 256-column block the integer sums are exact — q4_k and q5_k:
+//   isum = sum over the 8 sub-blocks s of scale[s] * (sum of value * activation byte),
+//          a value being the nibble (q4_k) or the nibble + 16 x the fifth bit (q5_k),
 //   msum = sum over s of min[s] * (sum of the sub-block's activation bytes),
 //   acc = fma(float(isum), d * da, acc); acc = fma(-float(msum), dmin * da, acc);
 // q6_k:
@@ -23,7 +24,7 @@
 
 namespace loom::kernels {
 
-// Y[t, r] = dot(W[r, :], X[t, :]) (+ bias[r]) for a q4_k_x16 or q6_k_x16 weight W. Rows
+// Y[t, r] = dot(W[r, :], X[t, :]) (+ bias[r]) for a q4_k_x16, q5_k_x16 or q6_k_x16 weight W. Rows
 // are split over the pool in whole panels.
 void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
                            float* y, int64_t y_stride, ThreadPool& pool);
