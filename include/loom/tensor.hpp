@@ -44,6 +44,14 @@ enum class Packing : uint8_t {
   q4_0_x16 = 3,  // q4_0 in panels of 16 rows: 4 bytes of nibbles of each row side by side
   q6_k_x16 = 4,  // q6_k in panels of 16 rows: 4 low-nibble and 4 high-bit bytes of each row side by side
   q5_k_x16 = 5,  // q5_k in panels of 16 rows: q4_k_x16's nibbles, each vector's fifth bits as a 64-bit mask
+  // loom's group types in panels of 16 rows: per group the 16 scales (and gq4's zero
+  // points), then each 32-column run as q8_0_x16's / q4_0_x16's vectors.
+  gq8_32_x16 = 6,
+  gq8_64_x16 = 7,
+  gq8_128_x16 = 8,
+  gq4_32_x16 = 9,
+  gq4_64_x16 = 10,
+  gq4_128_x16 = 11,
 };
 std::string_view packing_name(Packing packing) noexcept;
 

@@ -104,6 +104,80 @@ void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
   }
 }
 
+// gq8_G_x16 (packed_layout::Gq8): scales, then each 32-column run's quants as q + 128.
+template <int64_t G>
+void pack_gq8_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+  using L = packed_layout::Gq8<G>;
+  constexpr int64_t kRowBlock = 2 + G;
+  for (int64_t r = 0; r < kRows; ++r) {
+    const int64_t row = panel * kRows + r;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* g = out + b * L::group;
+      if (row >= n_rows) {  // padding: scale 0, quants 0 (stored 128)
+        std::memset(g + L::scales + 2 * r, 0, 2);
+        for (int64_t k = 0; k < G; ++k) g[L::quants + (k / 32) * L::run_bytes + lane_byte(r, k % 32)] = 128;
+        continue;
+      }
+      const uint8_t* block = rows + (row * nb + b) * kRowBlock;
+      std::memcpy(g + L::scales + 2 * r, block, 2);
+      for (int64_t k = 0; k < G; ++k) {
+        g[L::quants + (k / 32) * L::run_bytes + lane_byte(r, k % 32)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
+      }
+    }
+  }
+}
+
+template <int64_t G>
+void unpack_gq8_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
+  using L = packed_layout::Gq8<G>;
+  constexpr int64_t kRowBlock = 2 + G;
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
+      const uint8_t* g = in + b * L::group;
+      std::memcpy(block, g + L::scales + 2 * r, 2);
+      for (int64_t k = 0; k < G; ++k) {
+        block[2 + k] = static_cast<uint8_t>(g[L::quants + (k / 32) * L::run_bytes + lane_byte(r, k % 32)] ^ 0x80);
+      }
+    }
+  }
+}
+
+// gq4_G_x16 (packed_layout::Gq4): scales, zero points, reserved bytes, then each run's
+// 16 nibble bytes as they are.
+template <int64_t G>
+void pack_gq4_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+  using L = packed_layout::Gq4<G>;
+  constexpr int64_t kRowBlock = 4 + G / 2;
+  std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: scale 0, all zero
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
+      uint8_t* g = out + b * L::group;
+      std::memcpy(g + L::scales + 2 * r, block, 2);
+      g[L::zeros + r] = block[2];
+      g[L::reserved + r] = block[3];
+      for (int64_t i = 0; i < G / 2; ++i) g[L::quants + (i / 16) * L::run_bytes + lane_byte(r, i % 16)] = block[4 + i];
+    }
+  }
+}
+
+template <int64_t G>
+void unpack_gq4_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
+  using L = packed_layout::Gq4<G>;
+  constexpr int64_t kRowBlock = 4 + G / 2;
+  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
+      const uint8_t* g = in + b * L::group;
+      std::memcpy(block, g + L::scales + 2 * r, 2);
+      block[2] = g[L::zeros + r];
+      block[3] = g[L::reserved + r];
+      for (int64_t i = 0; i < G / 2; ++i) block[4 + i] = g[L::quants + (i / 16) * L::run_bytes + lane_byte(r, i % 16)];
+    }
+  }
+}
+
 // q5_k_x16 (packed_layout::Q5K): q4_k_x16's parts, and the fifth bits as masks.
 constexpr int64_t kQ5KRowBlock = 176;  // d, dmin, 12 scale bytes, qh[32], qs[128]
 
@@ -241,14 +315,23 @@ static_assert(packed_layout::Q8_0::group == 34 * kRows && packed_layout::Q4_0::g
               packed_layout::Q5K::group == 180 * kRows &&
               packed_layout::Q5K::pairs + 4 * packed_layout::Q5K::pair_bytes == packed_layout::Q5K::group &&
               packed_layout::Q5K::masks == 8 * 64);
+static_assert(packed_layout::Gq8<32>::group == 34 * kRows && packed_layout::Gq8<64>::group == 66 * kRows &&
+              packed_layout::Gq8<128>::group == 130 * kRows && packed_layout::Gq4<32>::group == 20 * kRows &&
+              packed_layout::Gq4<64>::group == 36 * kRows && packed_layout::Gq4<128>::group == 68 * kRows);
 
-constexpr std::array<PackingInfo, 6> kPackings{{
+constexpr std::array<PackingInfo, 12> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
     {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0_panel, unpack_q8_0_panel},
     {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k_panel, unpack_q4_k_panel},
     {Packing::q4_0_x16, "q4_0_x16", DType::q4_0, 16, 32, 18, pack_q4_0_panel, unpack_q4_0_panel},
     {Packing::q6_k_x16, "q6_k_x16", DType::q6_k, 16, 256, 210, pack_q6_k_panel, unpack_q6_k_panel},
     {Packing::q5_k_x16, "q5_k_x16", DType::q5_k, 16, 256, 180, pack_q5_k_panel, unpack_q5_k_panel},
+    {Packing::gq8_32_x16, "gq8_32_x16", DType::gq8_32, 16, 32, 34, pack_gq8_panel<32>, unpack_gq8_panel<32>},
+    {Packing::gq8_64_x16, "gq8_64_x16", DType::gq8_64, 16, 64, 66, pack_gq8_panel<64>, unpack_gq8_panel<64>},
+    {Packing::gq8_128_x16, "gq8_128_x16", DType::gq8_128, 16, 128, 130, pack_gq8_panel<128>, unpack_gq8_panel<128>},
+    {Packing::gq4_32_x16, "gq4_32_x16", DType::gq4_32, 16, 32, 20, pack_gq4_panel<32>, unpack_gq4_panel<32>},
+    {Packing::gq4_64_x16, "gq4_64_x16", DType::gq4_64, 16, 64, 36, pack_gq4_panel<64>, unpack_gq4_panel<64>},
+    {Packing::gq4_128_x16, "gq4_128_x16", DType::gq4_128, 16, 128, 68, pack_gq4_panel<128>, unpack_gq4_panel<128>},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.

@@ -39,6 +39,17 @@
 // The 12 scale bytes of a block hold exactly the sixteen 6-bit values, so unpacking
 // re-encodes them bit for bit; a packed block is 148 bytes a row instead of 144.
 //
+// gq8_G_x16 and gq4_G_x16 (G = 32, 64, 128), for loom's group types (docs/quantization.md):
+// rows in panels of 16 (padded with zero-scale rows); per panel and group of G columns
+//   gq8: 16 f16 d, then for each 32-column run s of the group q8_0_x16's 8 vectors (the
+//        quants as q + 128): 32 + 16 G bytes, the rows' own 2 + G each (gq8_32's group
+//        is q8_0_x16's);
+//   gq4: 16 f16 d, the 16 zero-point bytes, the 16 reserved bytes, then for each run s
+//        q4_0_x16's 4 vectors (the run's 16 nibble bytes as stored): 64 + 8 G bytes, the
+//        rows' own 4 + G/2 each.
+// Every byte of the rows is kept (the zero point's unused high nibble and the reserved
+// byte too), so unpacking is exact for any bytes.
+//
 // q5_k_x16, for a [rows, cols] q5_k matrix (cols a multiple of 256; rows padded with zero
 // rows): q4_k_x16's group with each sub-block pair's fifth bits after its nibbles: per
 // panel nb groups of 2880 bytes (180 a row-block, the rows' own 176 with the scales
@@ -86,6 +97,17 @@ struct Q8_0 {  // q8_0_x16: 16 f16 scales, 8 vectors of q + 128
 };
 struct Q4_0 {  // q4_0_x16: 16 f16 scales, 4 vectors of nibble bytes
   static constexpr int64_t group = 288, scales = 0, quants = 32;
+};
+template <int64_t G>
+struct Gq8 {  // gq8_G_x16: 16 f16 d, then G / 32 runs of 8 vectors of q + 128
+  static constexpr int64_t runs = G / 32, group = 32 + runs * 512, scales = 0, quants = 32;
+  static constexpr int64_t run_bytes = 512;
+};
+template <int64_t G>
+struct Gq4 {  // gq4_G_x16: 16 f16 d, 16 zero points, 16 reserved, then G / 32 runs of 4 vectors
+  static constexpr int64_t runs = G / 32, group = 64 + runs * 256, scales = 0, zeros = 32, reserved = 48,
+                           quants = 64;
+  static constexpr int64_t run_bytes = 256;
 };
 struct Q4K {  // q4_k_x16: d, dmin, scales [s][r], mins [s/2][r][s%2], 4 x 8 nibble vectors
   static constexpr int64_t group = 2368, d = 0, dmin = 32, scales = 64, mins = 192, quants = 320;

@@ -17,6 +17,7 @@
 #include "loom/pack.hpp"
 #include "loom/session.hpp"
 #include "loom/tokenizer.hpp"
+#include "runtime/kernels/linear.hpp"
 #include "support/reference_data.hpp"
 #include "support/test_support.hpp"
 
@@ -212,6 +213,27 @@ TEST_CASE("batch families: packs quantized by loom (gq4, q4_k, q8_0) decode batc
     const fs::path pack = tmp / name;
     loom::write_pack(ref / "models" / "small-quant" / "small-quant-f32.gguf", pack, po);
     check_model(load(pack), "small-quant " + name + " pack");
+  }
+}
+
+TEST_CASE("batch families: gq8 and gq4 packs loaded with packed projections decode batched bit-identically") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  t::TempDir tmp;
+  loom::LoadOptions o = t::quiet_load_options();
+  o.repack = loom::RepackMode::automatic;
+  const bool vnni = loom::kernels::preferred_packing(loom::DType::gq4_32) != loom::Packing::none;
+  for (const auto& [name, group] : {std::pair{std::string("gq4"), 32}, std::pair{std::string("gq4"), 128},
+                                    std::pair{std::string("gq8"), 64}}) {
+    loom::PackOptions po;
+    po.load.logger = loom::Logger::silent();
+    po.quantize = name;
+    po.group_size = group;
+    const fs::path pack = tmp / (name + "_" + std::to_string(group));
+    loom::write_pack(ref / "models" / "small-quant" / "small-quant-f32.gguf", pack, po);
+    const auto model = loom::load_model(pack, o);
+    // 4 layers x 7 projections and the untied output.
+    CHECK(model->load_report()->repacked_tensors == (vnni ? 29 : 0));
+    check_model(model, "small-quant " + name + "_" + std::to_string(group) + " pack, repacked");
   }
 }
 

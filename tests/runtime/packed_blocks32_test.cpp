@@ -1,4 +1,4 @@
-// The q8_0_x16 and q4_0_x16 packings (tensor/packing.hpp) and their products
+// The q8_0_x16, q4_0_x16, gq8_G_x16 and gq4_G_x16 packings (tensor/packing.hpp) and their products
 // (runtime/kernels/packed_blocks32.hpp): byte-exact round trips, the guards on packed
 // tensors, agreement with the row-major kernels, one set of bits whatever the kernel
 // family, batch, thread count or bias.
@@ -31,24 +31,34 @@ using loom::Tensor;
 
 Tensor random_q8_0(int64_t rows, int64_t cols, std::mt19937& rng) { return t::random_quantized(DType::q8_0, rows, cols, rng); }
 
-// The two packings of 32-element blocks, with the dtype each packs.
+// The packings of 32-element runs, with the dtype each packs, its block's columns and
+// its packed bytes per row and block (the rows' own).
 struct Case {
   DType dtype;
   Packing packing;
+  int64_t block_cols;
   int64_t block_bytes;
 };
-constexpr Case kCases[] = {{DType::q8_0, Packing::q8_0_x16, 34}, {DType::q4_0, Packing::q4_0_x16, 18}};
+constexpr Case kCases[] = {
+    {DType::q8_0, Packing::q8_0_x16, 32, 34},       {DType::q4_0, Packing::q4_0_x16, 32, 18},
+    {DType::gq8_32, Packing::gq8_32_x16, 32, 34},   {DType::gq8_64, Packing::gq8_64_x16, 64, 66},
+    {DType::gq8_128, Packing::gq8_128_x16, 128, 130}, {DType::gq4_32, Packing::gq4_32_x16, 32, 20},
+    {DType::gq4_64, Packing::gq4_64_x16, 64, 36},   {DType::gq4_128, Packing::gq4_128_x16, 128, 68},
+};
+
+// Column counts for a case: one block, a few, and 1024.
+std::vector<int64_t> cols_for(const Case& c) { return {c.block_cols, 5 * c.block_cols, 1024}; }
 
 
 using loom::test::IsaScope;
 
 }  // namespace
 
-TEST_CASE("packing: q8_0_x16 and q4_0_x16 pack and unpack byte for byte, rows padded to whole panels") {
+TEST_CASE("packing: 32-element-run packings pack and unpack byte for byte, rows padded to whole panels") {
   std::mt19937 rng(7);
   for (const Case& c : kCases) {
     for (const int64_t rows : {1, 15, 16, 17, 33, 64}) {
-      for (const int64_t cols : {32, 96, 256}) {
+      for (const int64_t cols : cols_for(c)) {
         INFO(loom::packing_name(c.packing) << ": " << rows << " x " << cols);
         const Tensor w = t::random_quantized(c.dtype, rows, cols, rng);
         REQUIRE(loom::can_pack(w, c.packing));
@@ -56,7 +66,7 @@ TEST_CASE("packing: q8_0_x16 and q4_0_x16 pack and unpack byte for byte, rows pa
         CHECK(p.layout() == loom::Layout::repacked);
         CHECK(p.packing() == c.packing);
         CHECK(p.shape() == w.shape());
-        CHECK(p.nbytes() == (rows + 15) / 16 * 16 * (cols / 32) * c.block_bytes);
+        CHECK(p.nbytes() == (rows + 15) / 16 * 16 * (cols / c.block_cols) * c.block_bytes);
         CHECK(p.describe() == std::string(loom::dtype_name(c.dtype)) + w.shape().to_string() + " repacked(" +
                                   std::string(loom::packing_name(c.packing)) + ") cpu");
         const Tensor back = loom::unpack(p);
@@ -70,9 +80,19 @@ TEST_CASE("packing: q8_0_x16 and q4_0_x16 pack and unpack byte for byte, rows pa
         loom::ThreadPool pool(2);
         const Tensor p2 = loom::pack(w, c.packing, &pool);
         CHECK(std::memcmp(p2.raw_data(), p.raw_data(), static_cast<size_t>(p.nbytes())) == 0);
+        // Any bytes come back, also those the kernels ignore (gq4's reserved byte and the
+        // zero point's high nibble).
+        Tensor any = Tensor::empty(w.shape(), c.dtype);
+        auto* bytes = static_cast<uint8_t*>(any.mutable_raw_data());
+        for (int64_t i = 0; i < any.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
+        const Tensor any_back = loom::unpack(loom::pack(any, c.packing));
+        CHECK(std::memcmp(any_back.raw_data(), any.raw_data(), static_cast<size_t>(any.nbytes())) == 0);
       }
     }
   }
+  for (const Case& c : kCases) CHECK(loom::packing_from_name(loom::packing_name(c.packing)) == c.packing);
+  CHECK_FALSE(loom::can_pack(Tensor::zeros(loom::Shape{16, 128}, DType::gq8_64), Packing::gq4_64_x16));
+  CHECK_FALSE(loom::can_pack(Tensor::zeros(loom::Shape{16, 64}, DType::gq8_64), Packing::gq8_128_x16));
 }
 
 TEST_CASE("packing: what cannot be packed is refused, and a packed tensor is not viewed as rows") {
@@ -94,11 +114,11 @@ TEST_CASE("packing: what cannot be packed is refused, and a packed tensor is not
   CHECK(loom::unpack(w).raw_data() == w.raw_data());
 }
 
-TEST_CASE("packed q8_0 and q4_0: products match the row-major kernels and keep one set of bits") {
+TEST_CASE("packed q8_0, q4_0, gq8 and gq4: products match the row-major kernels and keep one set of bits") {
   std::mt19937 rng(9);
   for (const Case& c : kCases) {
     for (const int64_t rows : {1, 13, 16, 40, 75}) {
-      for (const int64_t cols : {32, 160, 1024}) {
+      for (const int64_t cols : cols_for(c)) {
         const Tensor w = t::random_quantized(c.dtype, rows, cols, rng);
         t::check_packed_products(w, loom::pack(w, c.packing), loom::kernels::linear_packed_blocks32_scalar, rng);
       }
@@ -106,15 +126,17 @@ TEST_CASE("packed q8_0 and q4_0: products match the row-major kernels and keep o
   }
 }
 
-TEST_CASE("packed q8_0 and q4_0: the kernels ask for the packing only where the VNNI kernel runs") {
+TEST_CASE("packed q8_0, q4_0, gq8 and gq4: the kernels ask for the packing only where the VNNI kernel runs") {
   const bool vnni = loom::best_supported_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
-  CHECK(loom::kernels::preferred_packing(DType::q8_0) == (vnni ? Packing::q8_0_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::q4_0) == (vnni ? Packing::q4_0_x16 : Packing::none));
+  for (const Case& c : kCases) {
+    if (c.dtype == DType::gq8_32) continue;
+    CHECK(loom::kernels::preferred_packing(c.dtype) == (vnni ? c.packing : Packing::none));
+  }
+  CHECK(loom::kernels::preferred_packing(DType::gq8_32) == (vnni ? Packing::gq8_32_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::f16) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q5_0) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q4_1) == Packing::none);
   IsaScope cap(loom::Isa::avx2);
-  CHECK(loom::kernels::preferred_packing(DType::q8_0) == Packing::none);
-  CHECK(loom::kernels::preferred_packing(DType::q4_0) == Packing::none);
+  for (const Case& c : kCases) CHECK(loom::kernels::preferred_packing(c.dtype) == Packing::none);
   CHECK_FALSE(loom::kernels::packed_vnni_native());
 }

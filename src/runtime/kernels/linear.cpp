@@ -175,7 +175,7 @@ void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t 
 
 void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride,
             int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool, bool bf16_activations) {
-  if (w.packing() == Packing::q8_0_x16 || w.packing() == Packing::q4_0_x16) {
+  if (packed_blocks32_reads(w.packing())) {
     linear_packed_blocks32(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
@@ -235,6 +235,12 @@ constexpr PackedLayout kPackedLayouts[] = {
     {DType::q4_k, Packing::q4_k_x16},
     {DType::q5_k, Packing::q5_k_x16},
     {DType::q6_k, Packing::q6_k_x16},
+    {DType::gq8_32, Packing::gq8_32_x16},
+    {DType::gq8_64, Packing::gq8_64_x16},
+    {DType::gq8_128, Packing::gq8_128_x16},
+    {DType::gq4_32, Packing::gq4_32_x16},
+    {DType::gq4_64, Packing::gq4_64_x16},
+    {DType::gq4_128, Packing::gq4_128_x16},
 };
 
 Packing preferred_packing(DType dtype) noexcept {

@@ -22,10 +22,13 @@ constexpr int64_t kPanelRows = kPackedPanelRows;
 constexpr int64_t kBlock = 32;
 constexpr int64_t kActBlockBytes = 34;           // q8_0 activation block: f16 d, 32 x i8
 
-// The packings of 32-element blocks with one f16 scale a row (tensor/packing.hpp): per
-// panel and block, the 16 rows' scales, then kVectors 64-byte quant vectors. Weights are
-// stored unsigned (q + kBias), so each block's dot starts at -kBias * (sum of its
-// activation quants), and VPDPBUSD takes them as its unsigned operand.
+// The packings of 32-element runs of quants under f16 scales (tensor/packing.hpp): per
+// panel and group (one scale a row: one 32-column block for q8_0 and q4_0, G columns for
+// loom's gq8_G and gq4_G) the 16 rows' scales, gq4's zero points, then kRuns runs of
+// kVectors 64-byte quant vectors. Weights are stored unsigned (q + kBias), so each run's
+// dot starts at -kBias * (sum of its activation quants), and VPDPBUSD takes them as its
+// unsigned operand; gq4's nibbles are q, its zero point z per row (value q - z), so its
+// dots start at -z * (sum of the activation quants), per lane.
 struct Q8_0Format {
   using Layout = packed_layout::Q8_0;
   static constexpr Packing packing = Packing::q8_0_x16;
@@ -33,6 +36,8 @@ struct Q8_0Format {
   static constexpr int kVectors = 8;  // vector j: columns 4j..4j+3, one byte each
   static constexpr bool kNibbles = false;
   static constexpr int32_t kBias = 128;
+  static constexpr int kRuns = 1;
+  static constexpr int64_t kZeros = -1;  // no zero points
 };
 struct Q4_0Format {
   using Layout = packed_layout::Q4_0;
@@ -41,15 +46,50 @@ struct Q4_0Format {
   static constexpr int kVectors = 4;  // vector j: columns 4j..4j+3 (low nibbles), 16+4j.. (high)
   static constexpr bool kNibbles = true;
   static constexpr int32_t kBias = 8;
+  static constexpr int kRuns = 1;
+  static constexpr int64_t kZeros = -1;
 };
+template <int64_t G, Packing kPacking, DType kDtype>
+struct Gq8Format {
+  using Layout = packed_layout::Gq8<G>;
+  static constexpr Packing packing = kPacking;
+  static constexpr DType dtype = kDtype;
+  static constexpr int kVectors = 8;
+  static constexpr bool kNibbles = false;
+  static constexpr int32_t kBias = 128;
+  static constexpr int kRuns = static_cast<int>(G / 32);
+  static constexpr int64_t kZeros = -1;
+};
+template <int64_t G, Packing kPacking, DType kDtype>
+struct Gq4Format {
+  using Layout = packed_layout::Gq4<G>;
+  static constexpr Packing packing = kPacking;
+  static constexpr DType dtype = kDtype;
+  static constexpr int kVectors = 4;
+  static constexpr bool kNibbles = true;
+  static constexpr int32_t kBias = 1;  // the corrections are -sum(a); times z per row
+  static constexpr int kRuns = static_cast<int>(G / 32);
+  static constexpr int64_t kZeros = Layout::zeros;
+};
+using Gq8_32Format = Gq8Format<32, Packing::gq8_32_x16, DType::gq8_32>;
+using Gq8_64Format = Gq8Format<64, Packing::gq8_64_x16, DType::gq8_64>;
+using Gq8_128Format = Gq8Format<128, Packing::gq8_128_x16, DType::gq8_128>;
+using Gq4_32Format = Gq4Format<32, Packing::gq4_32_x16, DType::gq4_32>;
+using Gq4_64Format = Gq4Format<64, Packing::gq4_64_x16, DType::gq4_64>;
+using Gq4_128Format = Gq4Format<128, Packing::gq4_128_x16, DType::gq4_128>;
 
-// Bytes of one block of a panel: the scales, then the quant vectors.
+// Bytes of one group of a panel, and of one run's vectors.
 template <class F>
 constexpr int64_t kGroup = F::Layout::group;
-static_assert(kGroup<Q8_0Format> == Q8_0Format::Layout::quants + Q8_0Format::kVectors * 64 &&
-              kGroup<Q4_0Format> == Q4_0Format::Layout::quants + Q4_0Format::kVectors * 64);
+template <class F>
+constexpr int64_t kRunBytes = F::kVectors * 64;
+template <class F>
+constexpr bool layout_adds_up = kGroup<F> == F::Layout::quants + F::kRuns * kRunBytes<F>;
+static_assert(layout_adds_up<Q8_0Format> && layout_adds_up<Q4_0Format> && layout_adds_up<Gq8_32Format> &&
+              layout_adds_up<Gq8_64Format> && layout_adds_up<Gq8_128Format> && layout_adds_up<Gq4_32Format> &&
+              layout_adds_up<Gq4_64Format> && layout_adds_up<Gq4_128Format>);
 
-// The stored (unsigned) weight of row r, column k of a block's quant vectors.
+// The stored (unsigned) weight of row r, column k of a run's quant vectors.
 template <class F>
 int32_t weight_at(const uint8_t* q, int64_t r, int64_t k) {
   if constexpr (F::kNibbles) {
@@ -57,6 +97,16 @@ int32_t weight_at(const uint8_t* q, int64_t r, int64_t k) {
     return k < 16 ? (byte & 0xF) : (byte >> 4);
   } else {
     return q[packed_layout::lane_byte(r, k)];
+  }
+}
+
+// Row r's zero point in group g (1 where the format has none: the correction is whole).
+template <class F>
+int32_t zero_at(const uint8_t* g, int64_t r) {
+  if constexpr (F::kZeros < 0) {
+    return 1;
+  } else {
+    return g[F::kZeros + r] & 0xF;
   }
 }
 
@@ -75,7 +125,7 @@ struct Acts {
 struct Weights {
   const uint8_t* base;
   int64_t panel_bytes;
-  int64_t nb;
+  int64_t groups;  // per row (nb / kRuns)
   int64_t rows;
 };
 
@@ -87,22 +137,24 @@ template <class F>
 void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y,
                    int64_t ys) {
   for (int64_t p = p0; p < p1; ++p) {
-    const uint8_t* scales = panel_at(w, p) + F::Layout::scales;
-    const uint8_t* quants = panel_at(w, p) + F::Layout::quants;
     for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < w.rows; ++r) {
       for (int64_t t = 0; t < n_tokens; ++t) {
         const uint8_t* act = a.blocks + t * a.row_bytes;
         float acc = 0.0f;
-        for (int64_t b = 0; b < w.nb; ++b) {
-          int32_t dot = a.corr[t * a.nb + b];
-          const uint8_t* q = quants + b * kGroup<F>;
-          for (int64_t k = 0; k < kBlock; ++k) {
-            dot += weight_at<F>(q, r, k) * static_cast<int32_t>(static_cast<int8_t>(act[b * kActBlockBytes + 2 + k]));
-          }
+        for (int64_t gi = 0; gi < w.groups; ++gi) {
+          const uint8_t* g = panel_at(w, p) + gi * kGroup<F>;
           uint16_t h;
-          std::memcpy(&h, scales + b * kGroup<F> + 2 * r, 2);
-          const float d = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
-          acc = std::fma(static_cast<float>(dot), d, acc);
+          std::memcpy(&h, g + F::Layout::scales + 2 * r, 2);
+          const float dw = f16_to_f32_scalar(h);
+          for (int s = 0; s < F::kRuns; ++s) {
+            const int64_t b = gi * F::kRuns + s;
+            int32_t dot = zero_at<F>(g, r) * a.corr[t * a.nb + b];
+            const uint8_t* q = g + F::Layout::quants + s * kRunBytes<F>;
+            for (int64_t k = 0; k < kBlock; ++k) {
+              dot += weight_at<F>(q, r, k) * static_cast<int32_t>(static_cast<int8_t>(act[b * kActBlockBytes + 2 + k]));
+            }
+            acc = std::fma(static_cast<float>(dot), dw * a.da[t * a.nb + b], acc);
+          }
         }
         y[t * ys + p * kPanelRows + r] = acc;
       }
@@ -125,49 +177,65 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
   }
-  const uint8_t* scales[P];
-  const uint8_t* quants[P];
-  _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-    scales[p] = panel_at(w, p0 + p) + F::Layout::scales;
-    quants[p] = panel_at(w, p0 + p) + F::Layout::quants;
-  }
+  const uint8_t* panel[P];
+  _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) panel[p] = panel_at(w, p0 + p);
   const uint8_t* act[T];
   _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.blocks + (t0 + t) * a.row_bytes + 2;
-  for (int64_t b = 0; b < w.nb; ++b) {
-    __m512i dot[P][T];
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-      const __m512i corr = _mm512_set1_epi32(a.corr[(t0 + t) * a.nb + b]);
-      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = corr;
-    }
-    _Pragma("GCC unroll 8") for (int j = 0; j < F::kVectors; ++j) {
-      __m512i wv[P], wh[P];
+  // The scales (and zero points) are loaded where they are used, once per run: held
+  // across the run's dot products they would take registers the tile needs (q8_0's
+  // 2 x 6 tile ran 10% slower so).
+  for (int64_t gi = 0; gi < w.groups; ++gi) {
+    _Pragma("GCC unroll 4") for (int s = 0; s < F::kRuns; ++s) {
+      const int64_t b = gi * F::kRuns + s;
+      __m512i dot[P][T];
+      [[maybe_unused]] __m512i zero[P];
+      if constexpr (F::kZeros >= 0) {
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+          const __m128i z = _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel[p] + gi * kGroup<F> + F::kZeros));
+          zero[p] = _mm512_and_si512(_mm512_cvtepu8_epi32(z), _mm512_set1_epi32(0xF));
+        }
+      }
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+        const __m512i corr = _mm512_set1_epi32(a.corr[(t0 + t) * a.nb + b]);
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+          if constexpr (F::kZeros >= 0) {
+            dot[p][t] = _mm512_mullo_epi32(zero[p], corr);
+          } else {
+            dot[p][t] = corr;
+          }
+        }
+      }
+      _Pragma("GCC unroll 8") for (int j = 0; j < F::kVectors; ++j) {
+        __m512i wv[P], wh[P];
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+          const uint8_t* at = panel[p] + gi * kGroup<F> + F::Layout::quants + s * kRunBytes<F> + j * 64;
+          _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
+          wv[p] = _mm512_loadu_si512(at);
+          if constexpr (F::kNibbles) {
+            const __m512i low4 = _mm512_set1_epi8(0x0F);
+            wh[p] = _mm512_and_si512(_mm512_srli_epi16(wv[p], 4), low4);
+            wv[p] = _mm512_and_si512(wv[p], low4);
+          }
+        }
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+          int32_t four;
+          std::memcpy(&four, act[t] + b * kActBlockBytes + 4 * j, 4);
+          const __m512i av = _mm512_set1_epi32(four);
+          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
+          if constexpr (F::kNibbles) {
+            std::memcpy(&four, act[t] + b * kActBlockBytes + 16 + 4 * j, 4);
+            const __m512i ah = _mm512_set1_epi32(four);
+            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wh[p], ah);
+          }
+        }
+      }
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        const uint8_t* at = quants[p] + b * kGroup<F> + j * 64;
-        _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
-        wv[p] = _mm512_loadu_si512(at);
-        if constexpr (F::kNibbles) {
-          const __m512i low4 = _mm512_set1_epi8(0x0F);
-          wh[p] = _mm512_and_si512(_mm512_srli_epi16(wv[p], 4), low4);
-          wv[p] = _mm512_and_si512(wv[p], low4);
+        const __m512 dw = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel[p] + gi * kGroup<F> + F::Layout::scales)));
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+          const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]));
+          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), d, acc[p][t]);
         }
-      }
-      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-        int32_t four;
-        std::memcpy(&four, act[t] + b * kActBlockBytes + 4 * j, 4);
-        const __m512i av = _mm512_set1_epi32(four);
-        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
-        if constexpr (F::kNibbles) {
-          std::memcpy(&four, act[t] + b * kActBlockBytes + 16 + 4 * j, 4);
-          const __m512i ah = _mm512_set1_epi32(four);
-          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wh[p], ah);
-        }
-      }
-    }
-    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[p] + b * kGroup<F>)));
-      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]));
-        acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), d, acc[p][t]);
       }
     }
   }
@@ -279,8 +347,8 @@ Weights weights_of(const Tensor& w) {
     throw Error(ErrorCode::internal, "the packed " + std::string(packing_name(F::packing)) + " kernel got " +
                                          w.describe());
   }
-  const int64_t nb = w.shape()[1] / kBlock;
-  return {static_cast<const uint8_t*>(w.raw_data()), nb * kGroup<F>, nb, w.shape()[0]};
+  const int64_t groups = w.shape()[1] / (kBlock * F::kRuns);
+  return {static_cast<const uint8_t*>(w.raw_data()), groups * kGroup<F>, groups, w.shape()[0]};
 }
 
 template <class F>
@@ -311,18 +379,44 @@ void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tok
   scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
 }
 
+// Each packing's product, full and scalar-only.
+struct Entry {
+  Packing packing;
+  void (*run)(const Tensor&, const Tensor*, const float*, int64_t, int64_t, float*, int64_t, ThreadPool&);
+  void (*run_scalar)(const Tensor&, const float*, int64_t, int64_t, float*, int64_t);
+};
+template <class F>
+constexpr Entry entry() {
+  return {F::packing, run<F>, run_scalar<F>};
+}
+constexpr Entry kEntries[] = {entry<Q8_0Format>(),    entry<Q4_0Format>(),    entry<Gq8_32Format>(),
+                              entry<Gq8_64Format>(),  entry<Gq8_128Format>(), entry<Gq4_32Format>(),
+                              entry<Gq4_64Format>(),  entry<Gq4_128Format>()};
+
+const Entry& entry_of(const Tensor& w) {
+  for (const Entry& e : kEntries) {
+    if (e.packing == w.packing()) return e;
+  }
+  throw Error(ErrorCode::internal, "no 32-element-run packed kernel for " + w.describe());
+}
+
 }  // namespace
+
+bool packed_blocks32_reads(Packing packing) noexcept {
+  for (const Entry& e : kEntries) {
+    if (e.packing == packing) return true;
+  }
+  return false;
+}
 
 void linear_packed_blocks32(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
                             float* y, int64_t y_stride, ThreadPool& pool) {
-  if (w.packing() == Packing::q4_0_x16) return run<Q4_0Format>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
-  run<Q8_0Format>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  entry_of(w).run(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
 }
 
 void linear_packed_blocks32_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                                    int64_t y_stride) {
-  if (w.packing() == Packing::q4_0_x16) return run_scalar<Q4_0Format>(w, x, x_stride, n_tokens, y, y_stride);
-  run_scalar<Q8_0Format>(w, x, x_stride, n_tokens, y, y_stride);
+  entry_of(w).run_scalar(w, x, x_stride, n_tokens, y, y_stride);
 }
 
 }  // namespace loom::kernels
