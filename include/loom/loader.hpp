@@ -42,7 +42,7 @@ struct FileExpectation {
 enum class RepackMode : uint8_t {
   off,        // keep every weight as stored (zero-copy views where the dtype fits)
   automatic,  // repack the matrices whose dtype has a kernel-native layout on this CPU
-              // (today q8_0, q4_0, q4_k, q5_k, q6_k, gq8, gq4 with AVX-512 VNNI): an owned copy, not a mapped view
+              // (today every quantized type but q2_k and q3_k, with AVX-512 VNNI): an owned copy, not a mapped view
 };
 
 struct LoadOptions {

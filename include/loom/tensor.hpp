@@ -52,6 +52,11 @@ enum class Packing : uint8_t {
   gq4_32_x16 = 9,
   gq4_64_x16 = 10,
   gq4_128_x16 = 11,
+  // q4_1, q5_0, q5_1 in panels of 16 rows: q4_0_x16's vectors, with the mins (q4_1, q5_1)
+  // and the fifth bits as 64-bit masks (q5_0, q5_1).
+  q4_1_x16 = 12,
+  q5_0_x16 = 13,
+  q5_1_x16 = 14,
 };
 std::string_view packing_name(Packing packing) noexcept;
 

@@ -104,6 +104,61 @@ void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
   }
 }
 
+// q4_1_x16, q5_0_x16, q5_1_x16 (packed_layout::Q4_1, Q5_0, Q5_1): d, m, the nibble
+// bytes as they are, the fifth bits as masks. `L` the layout; the row block: d at 0,
+// m at kMin (< 0: none), the 32 fifth bits at kQh (< 0: none, little-endian, bit e for
+// column e), the 16 nibble bytes at kQs.
+template <class L, int64_t kRowBlock, int64_t kMin, int64_t kQh, int64_t kQs>
+struct LegacyBlocks {
+  // Mask byte and bit of column e (0..31) of row r: vector j = e % 16 / 4, low (e < 16)
+  // or high half, bit 4r + e % 4.
+  static constexpr int64_t mask_byte(int64_t r, int64_t e) {
+    return L::masks + (e % 16 / 4) * 16 + (e < 16 ? 0 : 8) + (4 * r + e % 4) / 8;
+  }
+  static int mask_bit(int64_t r, int64_t e) { return static_cast<int>((4 * r + e % 4) % 8); }
+
+  static void pack(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+    std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: d = m = 0
+    for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
+        uint8_t* g = out + b * L::group;
+        std::memcpy(g + L::scales + 2 * r, block, 2);
+        if constexpr (kMin >= 0) std::memcpy(g + L::mins + 2 * r, block + kMin, 2);
+        for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = block[kQs + i];
+        if constexpr (kQh >= 0) {
+          for (int64_t e = 0; e < 32; ++e) {
+            const int bit = (block[kQh + e / 8] >> (e % 8)) & 1;
+            g[mask_byte(r, e)] |= static_cast<uint8_t>(bit << mask_bit(r, e));
+          }
+        }
+      }
+    }
+  }
+
+  static void unpack(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
+    for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
+      for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
+        const uint8_t* g = in + b * L::group;
+        std::memcpy(block, g + L::scales + 2 * r, 2);
+        if constexpr (kMin >= 0) std::memcpy(block + kMin, g + L::mins + 2 * r, 2);
+        for (int64_t i = 0; i < 16; ++i) block[kQs + i] = g[L::quants + lane_byte(r, i)];
+        if constexpr (kQh >= 0) {
+          std::memset(block + kQh, 0, 4);
+          for (int64_t e = 0; e < 32; ++e) {
+            const int bit = (g[mask_byte(r, e)] >> mask_bit(r, e)) & 1;
+            block[kQh + e / 8] |= static_cast<uint8_t>(bit << (e % 8));
+          }
+        }
+      }
+    }
+  }
+};
+using Q4_1Blocks = LegacyBlocks<packed_layout::Q4_1, 20, 2, -1, 4>;
+using Q5_0Blocks = LegacyBlocks<packed_layout::Q5_0, 22, -1, 2, 6>;
+using Q5_1Blocks = LegacyBlocks<packed_layout::Q5_1, 24, 2, 4, 8>;
+
 // gq8_G_x16 (packed_layout::Gq8): scales, then each 32-column run's quants as q + 128.
 template <int64_t G>
 void pack_gq8_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
@@ -319,7 +374,11 @@ static_assert(packed_layout::Gq8<32>::group == 34 * kRows && packed_layout::Gq8<
               packed_layout::Gq8<128>::group == 130 * kRows && packed_layout::Gq4<32>::group == 20 * kRows &&
               packed_layout::Gq4<64>::group == 36 * kRows && packed_layout::Gq4<128>::group == 68 * kRows);
 
-constexpr std::array<PackingInfo, 12> kPackings{{
+static_assert(packed_layout::Q4_1::group == 20 * kRows && packed_layout::Q5_0::group == 22 * kRows &&
+              packed_layout::Q5_1::group == 24 * kRows && packed_layout::Q5_0::masks + 64 == packed_layout::Q5_0::group &&
+              packed_layout::Q5_1::masks + 64 == packed_layout::Q5_1::group);
+
+constexpr std::array<PackingInfo, 15> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
     {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0_panel, unpack_q8_0_panel},
     {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k_panel, unpack_q4_k_panel},
@@ -332,6 +391,9 @@ constexpr std::array<PackingInfo, 12> kPackings{{
     {Packing::gq4_32_x16, "gq4_32_x16", DType::gq4_32, 16, 32, 20, pack_gq4_panel<32>, unpack_gq4_panel<32>},
     {Packing::gq4_64_x16, "gq4_64_x16", DType::gq4_64, 16, 64, 36, pack_gq4_panel<64>, unpack_gq4_panel<64>},
     {Packing::gq4_128_x16, "gq4_128_x16", DType::gq4_128, 16, 128, 68, pack_gq4_panel<128>, unpack_gq4_panel<128>},
+    {Packing::q4_1_x16, "q4_1_x16", DType::q4_1, 16, 32, 20, Q4_1Blocks::pack, Q4_1Blocks::unpack},
+    {Packing::q5_0_x16, "q5_0_x16", DType::q5_0, 16, 32, 22, Q5_0Blocks::pack, Q5_0Blocks::unpack},
+    {Packing::q5_1_x16, "q5_1_x16", DType::q5_1, 16, 32, 24, Q5_1Blocks::pack, Q5_1Blocks::unpack},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.

@@ -39,6 +39,13 @@
 // The 12 scale bytes of a block hold exactly the sixteen 6-bit values, so unpacking
 // re-encodes them bit for bit; a packed block is 148 bytes a row instead of 144.
 //
+// q4_1_x16, q5_0_x16, q5_1_x16, for [rows, cols] q4_1 / q5_0 / q5_1 matrices (cols a
+// multiple of 32; rows padded with zero rows): per panel and block the 16 f16 d, the 16
+// f16 m (q4_1, q5_1), the 4 nibble vectors of q4_0_x16, then (q5_0, q5_1) for each vector
+// j two 64-bit masks (little-endian): bit 4r + i of the first is the fifth bit of column
+// 4j + i of row r (the low nibble in byte 4r + i), of the second that of column 16 + 4j + i.
+// The rows' own bytes (20, 22, 24 a row-block), reordered.
+//
 // gq8_G_x16 and gq4_G_x16 (G = 32, 64, 128), for loom's group types (docs/quantization.md):
 // rows in panels of 16 (padded with zero-scale rows); per panel and group of G columns
 //   gq8: 16 f16 d, then for each 32-column run s of the group q8_0_x16's 8 vectors (the
@@ -97,6 +104,15 @@ struct Q8_0 {  // q8_0_x16: 16 f16 scales, 8 vectors of q + 128
 };
 struct Q4_0 {  // q4_0_x16: 16 f16 scales, 4 vectors of nibble bytes
   static constexpr int64_t group = 288, scales = 0, quants = 32;
+};
+struct Q4_1 {  // q4_1_x16: 16 f16 d, 16 f16 m, 4 vectors of nibble bytes
+  static constexpr int64_t group = 320, scales = 0, mins = 32, quants = 64;
+};
+struct Q5_0 {  // q5_0_x16: 16 f16 d, 4 nibble vectors, 4 x 2 fifth-bit masks
+  static constexpr int64_t group = 352, scales = 0, quants = 32, masks = 288;
+};
+struct Q5_1 {  // q5_1_x16: 16 f16 d, 16 f16 m, 4 nibble vectors, 4 x 2 fifth-bit masks
+  static constexpr int64_t group = 384, scales = 0, mins = 32, quants = 64, masks = 320;
 };
 template <int64_t G>
 struct Gq8 {  // gq8_G_x16: 16 f16 d, then G / 32 runs of 8 vectors of q + 128

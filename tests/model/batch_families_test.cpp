@@ -216,14 +216,15 @@ TEST_CASE("batch families: packs quantized by loom (gq4, q4_k, q8_0) decode batc
   }
 }
 
-TEST_CASE("batch families: gq8 and gq4 packs loaded with packed projections decode batched bit-identically") {
+TEST_CASE("batch families: gq8, gq4, q4_1, q5_0 and q5_1 packs loaded with packed projections decode batched bit-identically") {
   LOOM_REQUIRE_REFERENCE(ref);
   t::TempDir tmp;
   loom::LoadOptions o = t::quiet_load_options();
   o.repack = loom::RepackMode::automatic;
   const bool vnni = loom::kernels::preferred_packing(loom::DType::gq4_32) != loom::Packing::none;
   for (const auto& [name, group] : {std::pair{std::string("gq4"), 32}, std::pair{std::string("gq4"), 128},
-                                    std::pair{std::string("gq8"), 64}}) {
+                                    std::pair{std::string("gq8"), 64}, std::pair{std::string("q4_1"), 0},
+                                    std::pair{std::string("q5_0"), 0}, std::pair{std::string("q5_1"), 0}}) {
     loom::PackOptions po;
     po.load.logger = loom::Logger::silent();
     po.quantize = name;

@@ -1,4 +1,5 @@
-// The q8_0_x16, q4_0_x16, gq8_G_x16 and gq4_G_x16 packings (tensor/packing.hpp) and their products
+// The packings of 32-element runs (q8_0_x16, q4_0_x16, q4_1_x16, q5_0_x16, q5_1_x16,
+// gq8_G_x16, gq4_G_x16) (tensor/packing.hpp) and their products
 // (runtime/kernels/packed_blocks32.hpp): byte-exact round trips, the guards on packed
 // tensors, agreement with the row-major kernels, one set of bits whatever the kernel
 // family, batch, thread count or bias.
@@ -41,6 +42,8 @@ struct Case {
 };
 constexpr Case kCases[] = {
     {DType::q8_0, Packing::q8_0_x16, 32, 34},       {DType::q4_0, Packing::q4_0_x16, 32, 18},
+    {DType::q4_1, Packing::q4_1_x16, 32, 20},       {DType::q5_0, Packing::q5_0_x16, 32, 22},
+    {DType::q5_1, Packing::q5_1_x16, 32, 24},
     {DType::gq8_32, Packing::gq8_32_x16, 32, 34},   {DType::gq8_64, Packing::gq8_64_x16, 64, 66},
     {DType::gq8_128, Packing::gq8_128_x16, 128, 130}, {DType::gq4_32, Packing::gq4_32_x16, 32, 20},
     {DType::gq4_64, Packing::gq4_64_x16, 64, 36},   {DType::gq4_128, Packing::gq4_128_x16, 128, 68},
@@ -114,7 +117,7 @@ TEST_CASE("packing: what cannot be packed is refused, and a packed tensor is not
   CHECK(loom::unpack(w).raw_data() == w.raw_data());
 }
 
-TEST_CASE("packed q8_0, q4_0, gq8 and gq4: products match the row-major kernels and keep one set of bits") {
+TEST_CASE("packed q8_0, q4_0, q4_1, q5_0, q5_1, gq8 and gq4: products match the row-major kernels and keep one set of bits") {
   std::mt19937 rng(9);
   for (const Case& c : kCases) {
     for (const int64_t rows : {1, 13, 16, 40, 75}) {
@@ -126,7 +129,7 @@ TEST_CASE("packed q8_0, q4_0, gq8 and gq4: products match the row-major kernels 
   }
 }
 
-TEST_CASE("packed q8_0, q4_0, gq8 and gq4: the kernels ask for the packing only where the VNNI kernel runs") {
+TEST_CASE("packed 32-element runs: the kernels ask for the packing only where the VNNI kernel runs") {
   const bool vnni = loom::best_supported_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
   for (const Case& c : kCases) {
     if (c.dtype == DType::gq8_32) continue;
@@ -134,8 +137,7 @@ TEST_CASE("packed q8_0, q4_0, gq8 and gq4: the kernels ask for the packing only 
   }
   CHECK(loom::kernels::preferred_packing(DType::gq8_32) == (vnni ? Packing::gq8_32_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::f16) == Packing::none);
-  CHECK(loom::kernels::preferred_packing(DType::q5_0) == Packing::none);
-  CHECK(loom::kernels::preferred_packing(DType::q4_1) == Packing::none);
+  CHECK(loom::kernels::preferred_packing(DType::q2_k) == Packing::none);
   IsaScope cap(loom::Isa::avx2);
   for (const Case& c : kCases) CHECK(loom::kernels::preferred_packing(c.dtype) == Packing::none);
   CHECK_FALSE(loom::kernels::packed_vnni_native());

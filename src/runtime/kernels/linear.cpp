@@ -232,6 +232,9 @@ struct PackedLayout {
 constexpr PackedLayout kPackedLayouts[] = {
     {DType::q8_0, Packing::q8_0_x16},
     {DType::q4_0, Packing::q4_0_x16},
+    {DType::q4_1, Packing::q4_1_x16},
+    {DType::q5_0, Packing::q5_0_x16},
+    {DType::q5_1, Packing::q5_1_x16},
     {DType::q4_k, Packing::q4_k_x16},
     {DType::q5_k, Packing::q5_k_x16},
     {DType::q6_k, Packing::q6_k_x16},

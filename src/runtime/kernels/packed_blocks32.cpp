@@ -20,15 +20,20 @@ namespace {
 
 constexpr int64_t kPanelRows = kPackedPanelRows;
 constexpr int64_t kBlock = 32;
-constexpr int64_t kActBlockBytes = 34;           // q8_0 activation block: f16 d, 32 x i8
+// Activation blocks: q8_0 (f16 d, 32 x i8: 34 bytes) or, for the formats with mins, ggml's
+// q8_1 (f16 d, f16 s = f16(d * sum of the quants), 32 x i8: 36 bytes), what the row-major
+// q4_1 / q5_1 kernels (and llama.cpp's) use: their mins' term is m * s with that rounded s.
+constexpr int64_t kQ8_0Bytes = 34, kQ8_1Bytes = 36;
 
 // The packings of 32-element runs of quants under f16 scales (tensor/packing.hpp): per
-// panel and group (one scale a row: one 32-column block for q8_0 and q4_0, G columns for
-// loom's gq8_G and gq4_G) the 16 rows' scales, gq4's zero points, then kRuns runs of
-// kVectors 64-byte quant vectors. Weights are stored unsigned (q + kBias), so each run's
-// dot starts at -kBias * (sum of its activation quants), and VPDPBUSD takes them as its
-// unsigned operand; gq4's nibbles are q, its zero point z per row (value q - z), so its
-// dots start at -z * (sum of the activation quants), per lane.
+// panel and group (one scale a row: one 32-column block for q8_0, q4_0, q4_1, q5_0, q5_1,
+// G columns for loom's gq8_G and gq4_G) the 16 rows' scales, the mins (q4_1, q5_1) or zero
+// points (gq4), then kRuns runs of kVectors 64-byte quant vectors, then the fifth-bit
+// masks (q5_0, q5_1). Weights are stored unsigned (q + kBias), so each run's dot starts
+// at -kBias * (sum of its activation quants), and VPDPBUSD takes them as its unsigned
+// operand; gq4's nibbles are q, its zero point z per row (value q - z), so its dots start
+// at -z * (sum of the activation quants), per lane; q4_1 / q5_1 add m * da * (that sum)
+// after each block's scaled dot.
 struct Q8_0Format {
   using Layout = packed_layout::Q8_0;
   static constexpr Packing packing = Packing::q8_0_x16;
@@ -38,6 +43,9 @@ struct Q8_0Format {
   static constexpr int32_t kBias = 128;
   static constexpr int kRuns = 1;
   static constexpr int64_t kZeros = -1;  // no zero points
+  static constexpr int64_t kMins = -1;   // no mins
+  static constexpr int64_t kMasks = -1;  // no fifth bits
+  static constexpr DType kAct = DType::q8_0;  // the activations' blocks
 };
 struct Q4_0Format {
   using Layout = packed_layout::Q4_0;
@@ -47,8 +55,26 @@ struct Q4_0Format {
   static constexpr bool kNibbles = true;
   static constexpr int32_t kBias = 8;
   static constexpr int kRuns = 1;
-  static constexpr int64_t kZeros = -1;
+  static constexpr int64_t kZeros = -1, kMins = -1, kMasks = -1;
+  static constexpr DType kAct = DType::q8_0;
 };
+// q4_1 / q5_0 / q5_1: q4_0's vectors; mins (value d * q + m) and / or fifth bits.
+template <class L, Packing kPacking, DType kDtype, int32_t kOffset, int64_t kMinsAt, int64_t kMasksAt>
+struct LegacyFormat {
+  using Layout = L;
+  static constexpr Packing packing = kPacking;
+  static constexpr DType dtype = kDtype;
+  static constexpr int kVectors = 4;
+  static constexpr bool kNibbles = true;
+  static constexpr int32_t kBias = kOffset;
+  static constexpr int kRuns = 1;
+  static constexpr int64_t kZeros = -1, kMins = kMinsAt, kMasks = kMasksAt;
+  static constexpr DType kAct = DType::q8_0;
+};
+using Q4_1Format = LegacyFormat<packed_layout::Q4_1, Packing::q4_1_x16, DType::q4_1, 0, packed_layout::Q4_1::mins, -1>;
+using Q5_0Format = LegacyFormat<packed_layout::Q5_0, Packing::q5_0_x16, DType::q5_0, 16, -1, packed_layout::Q5_0::masks>;
+using Q5_1Format = LegacyFormat<packed_layout::Q5_1, Packing::q5_1_x16, DType::q5_1, 0, packed_layout::Q5_1::mins,
+                                packed_layout::Q5_1::masks>;
 template <int64_t G, Packing kPacking, DType kDtype>
 struct Gq8Format {
   using Layout = packed_layout::Gq8<G>;
@@ -58,7 +84,8 @@ struct Gq8Format {
   static constexpr bool kNibbles = false;
   static constexpr int32_t kBias = 128;
   static constexpr int kRuns = static_cast<int>(G / 32);
-  static constexpr int64_t kZeros = -1;
+  static constexpr int64_t kZeros = -1, kMins = -1, kMasks = -1;
+  static constexpr DType kAct = DType::q8_0;
 };
 template <int64_t G, Packing kPacking, DType kDtype>
 struct Gq4Format {
@@ -67,9 +94,10 @@ struct Gq4Format {
   static constexpr DType dtype = kDtype;
   static constexpr int kVectors = 4;
   static constexpr bool kNibbles = true;
-  static constexpr int32_t kBias = 1;  // the corrections are -sum(a); times z per row
+  static constexpr int32_t kBias = 0;  // the dots start at -z * sum(a) instead
   static constexpr int kRuns = static_cast<int>(G / 32);
-  static constexpr int64_t kZeros = Layout::zeros;
+  static constexpr int64_t kZeros = Layout::zeros, kMins = -1, kMasks = -1;
+  static constexpr DType kAct = DType::q8_0;
 };
 using Gq8_32Format = Gq8Format<32, Packing::gq8_32_x16, DType::gq8_32>;
 using Gq8_64Format = Gq8Format<64, Packing::gq8_64_x16, DType::gq8_64>;
@@ -84,42 +112,58 @@ constexpr int64_t kGroup = F::Layout::group;
 template <class F>
 constexpr int64_t kRunBytes = F::kVectors * 64;
 template <class F>
-constexpr bool layout_adds_up = kGroup<F> == F::Layout::quants + F::kRuns * kRunBytes<F>;
-static_assert(layout_adds_up<Q8_0Format> && layout_adds_up<Q4_0Format> && layout_adds_up<Gq8_32Format> &&
+constexpr bool layout_adds_up =
+    kGroup<F> == F::Layout::quants + F::kRuns * kRunBytes<F> + (F::kMasks >= 0 ? 64 : 0) &&
+    (F::kMasks < 0 || F::kMasks == F::Layout::quants + kRunBytes<F>);
+static_assert(layout_adds_up<Q8_0Format> && layout_adds_up<Q4_0Format> && layout_adds_up<Q4_1Format> &&
+              layout_adds_up<Q5_0Format> && layout_adds_up<Q5_1Format> && layout_adds_up<Gq8_32Format> &&
               layout_adds_up<Gq8_64Format> && layout_adds_up<Gq8_128Format> && layout_adds_up<Gq4_32Format> &&
               layout_adds_up<Gq4_64Format> && layout_adds_up<Gq4_128Format>);
 
-// The stored (unsigned) weight of row r, column k of a run's quant vectors.
+// The stored (unsigned) weight of row r, column k of run s of group g.
 template <class F>
-int32_t weight_at(const uint8_t* q, int64_t r, int64_t k) {
+int32_t weight_at(const uint8_t* g, int s, int64_t r, int64_t k) {
+  const uint8_t* q = g + F::Layout::quants + s * kRunBytes<F>;
   if constexpr (F::kNibbles) {
     const uint8_t byte = q[packed_layout::lane_byte(r, k % 16)];
-    return k < 16 ? (byte & 0xF) : (byte >> 4);
+    int32_t v = k < 16 ? (byte & 0xF) : (byte >> 4);
+    if constexpr (F::kMasks >= 0) {
+      const uint8_t* mask = g + F::kMasks + (k % 16 / 4) * 16 + (k < 16 ? 0 : 8);
+      const int64_t bit = 4 * r + k % 4;
+      v |= ((mask[bit / 8] >> (bit % 8)) & 1) << 4;
+    }
+    return v;
   } else {
     return q[packed_layout::lane_byte(r, k)];
   }
 }
 
-// Row r's zero point in group g (1 where the format has none: the correction is whole).
+// What row r's run dots start at, times -(sum of the run's activation quants): the
+// zero point (gq4) or the storage offset.
 template <class F>
-int32_t zero_at(const uint8_t* g, int64_t r) {
+int32_t offset_at(const uint8_t* g, int64_t r) {
   if constexpr (F::kZeros < 0) {
-    return 1;
+    return F::kBias;
   } else {
     return g[F::kZeros + r] & 0xF;
   }
 }
 
-// One call's quantized activations: token t's q8_0 blocks at blocks + t * row_bytes, its
-// block scales widened at da + t * nb, and -128 * (sum of each block's quants) at
-// corr + t * nb (the weights are stored as q + 128, so the unsigned x signed VPDPBUSD
-// adds 128 * sum(a) to each block's dot; the accumulator starts at this correction).
+// One call's quantized activations: token t's blocks at blocks + t * row_bytes (block b's
+// quants at b * block_bytes + quants), its block scales widened at da + t * nb, the sum
+// of each block's quants at sums + t * nb (exact integers: the dot corrections), and for
+// q8_1 blocks their s widened at s + t * nb.
 struct Acts {
   const uint8_t* blocks;
   int64_t row_bytes;
+  int64_t block_bytes;
+  int64_t quants;
   const float* da;
-  const int32_t* corr;
+  const int32_t* sums;
+  const float* s;
   int64_t nb;
+
+  const uint8_t* quants_of(int64_t t, int64_t b) const { return blocks + t * row_bytes + b * block_bytes + quants; }
 };
 
 struct Weights {
@@ -139,7 +183,6 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
   for (int64_t p = p0; p < p1; ++p) {
     for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < w.rows; ++r) {
       for (int64_t t = 0; t < n_tokens; ++t) {
-        const uint8_t* act = a.blocks + t * a.row_bytes;
         float acc = 0.0f;
         for (int64_t gi = 0; gi < w.groups; ++gi) {
           const uint8_t* g = panel_at(w, p) + gi * kGroup<F>;
@@ -148,12 +191,16 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
           const float dw = f16_to_f32_scalar(h);
           for (int s = 0; s < F::kRuns; ++s) {
             const int64_t b = gi * F::kRuns + s;
-            int32_t dot = zero_at<F>(g, r) * a.corr[t * a.nb + b];
-            const uint8_t* q = g + F::Layout::quants + s * kRunBytes<F>;
+            const int32_t sum = a.sums[t * a.nb + b];
+            int32_t dot = -offset_at<F>(g, r) * sum;
             for (int64_t k = 0; k < kBlock; ++k) {
-              dot += weight_at<F>(q, r, k) * static_cast<int32_t>(static_cast<int8_t>(act[b * kActBlockBytes + 2 + k]));
+              dot += weight_at<F>(g, s, r, k) * static_cast<int32_t>(static_cast<int8_t>(a.quants_of(t, b)[k]));
             }
             acc = std::fma(static_cast<float>(dot), dw * a.da[t * a.nb + b], acc);
+            if constexpr (F::kMins >= 0) {
+              std::memcpy(&h, g + F::kMins + 2 * r, 2);
+              acc = std::fma(static_cast<float>(sum), f16_to_f32_scalar(h) * a.da[t * a.nb + b], acc);
+            }
           }
         }
         y[t * ys + p * kPanelRows + r] = acc;
@@ -180,7 +227,7 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
   const uint8_t* panel[P];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) panel[p] = panel_at(w, p0 + p);
   const uint8_t* act[T];
-  _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.blocks + (t0 + t) * a.row_bytes + 2;
+  _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.quants_of(t0 + t, 0);
   // The scales (and zero points) are loaded where they are used, once per run: held
   // across the run's dot products they would take registers the tile needs (q8_0's
   // 2 x 6 tile ran 10% slower so).
@@ -196,12 +243,12 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
         }
       }
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-        const __m512i corr = _mm512_set1_epi32(a.corr[(t0 + t) * a.nb + b]);
+        const int32_t sum = a.sums[(t0 + t) * a.nb + b];
         _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
           if constexpr (F::kZeros >= 0) {
-            dot[p][t] = _mm512_mullo_epi32(zero[p], corr);
+            dot[p][t] = _mm512_mullo_epi32(zero[p], _mm512_set1_epi32(-sum));
           } else {
-            dot[p][t] = corr;
+            dot[p][t] = _mm512_set1_epi32(-F::kBias * sum);
           }
         }
       }
@@ -216,14 +263,22 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
             wh[p] = _mm512_and_si512(_mm512_srli_epi16(wv[p], 4), low4);
             wv[p] = _mm512_and_si512(wv[p], low4);
           }
+          if constexpr (F::kMasks >= 0) {  // the fifth bits: +16 where set
+            const __m512i sixteen = _mm512_set1_epi8(0x10);
+            uint64_t ml, mh;
+            std::memcpy(&ml, panel[p] + gi * kGroup<F> + F::kMasks + j * 16, 8);
+            std::memcpy(&mh, panel[p] + gi * kGroup<F> + F::kMasks + j * 16 + 8, 8);
+            wv[p] = _mm512_mask_add_epi8(wv[p], _cvtu64_mask64(ml), wv[p], sixteen);
+            wh[p] = _mm512_mask_add_epi8(wh[p], _cvtu64_mask64(mh), wh[p], sixteen);
+          }
         }
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
           int32_t four;
-          std::memcpy(&four, act[t] + b * kActBlockBytes + 4 * j, 4);
+          std::memcpy(&four, act[t] + b * a.block_bytes + 4 * j, 4);
           const __m512i av = _mm512_set1_epi32(four);
           _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
           if constexpr (F::kNibbles) {
-            std::memcpy(&four, act[t] + b * kActBlockBytes + 16 + 4 * j, 4);
+            std::memcpy(&four, act[t] + b * a.block_bytes + 16 + 4 * j, 4);
             const __m512i ah = _mm512_set1_epi32(four);
             _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wh[p], ah);
           }
@@ -232,9 +287,18 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
         const __m512 dw = _mm512_cvtph_ps(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel[p] + gi * kGroup<F> + F::Layout::scales)));
+        [[maybe_unused]] __m512 mw;
+        if constexpr (F::kMins >= 0) {
+          mw = _mm512_cvtph_ps(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel[p] + gi * kGroup<F> + F::kMins)));
+        }
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-          const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]));
-          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), d, acc[p][t]);
+          const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]);
+          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), _mm512_mul_ps(dw, da), acc[p][t]);
+          if constexpr (F::kMins >= 0) {
+            const auto sum = static_cast<float>(a.sums[(t0 + t) * a.nb + b]);
+            acc[p][t] = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(mw, da), acc[p][t]);
+          }
         }
       }
     }
@@ -272,62 +336,71 @@ void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_
                       });
 }
 
-// The sum of each of `nb` q8_0 blocks' 32 signed quants (blocks 34 bytes apart, quants
-// from byte 2): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW against zero,
-// minus 32 * 128. Exact integers, so any family's sums are the same.
-LOOM_TARGET_AVX2 void block_sums_avx2(const uint8_t* blocks, int64_t nb, int32_t* out) {
+// The sum of each of `nb` activation blocks' 32 signed quants (blocks `stride` bytes
+// apart, quants from byte `at`): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW
+// against zero, minus 32 * 128. Exact integers, so any family's sums are the same.
+LOOM_TARGET_AVX2 void block_sums_avx2(const uint8_t* blocks, int64_t nb, int64_t stride, int64_t at, int32_t* out) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + b * kActBlockBytes + 2));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + b * stride + at));
     const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256());
     const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     out[b] = static_cast<int32_t>(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
   }
 }
 
-void block_sums_scalar(const uint8_t* blocks, int64_t nb, int32_t* out) {
+void block_sums_scalar(const uint8_t* blocks, int64_t nb, int64_t stride, int64_t at, int32_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sum = 0;
-    for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(blocks[b * kActBlockBytes + 2 + k]);
+    for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(blocks[b * stride + at + k]);
     out[b] = sum;
   }
 }
 
-// The activations of one call, quantized (q8_0 blocks, bit for bit what the row-major
-// q8_0 kernels consume) with each block's scale widened and its correction.
+// The activations of one call, quantized to `act` (q8_0 or q8_1 blocks, bit for bit what
+// the row-major kernels of the weight's dtype consume) with each block's scale widened,
+// the sum of its quants, and q8_1's s widened.
 struct ActBuffers {
   std::vector<std::byte> blocks;
   std::vector<float> da;
-  std::vector<int32_t> corr;
+  std::vector<int32_t> sums;
+  std::vector<float> s;
 };
 
-// `bias`: the weights' storage offset (Format::kBias); each block's correction is -bias * sum.
-Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, int32_t bias, ActBuffers& buf,
+Acts quantize(DType act, const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf,
               ThreadPool* pool) {
   const int64_t nb = cols / kBlock;
-  const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(DType::q8_0, cols));
+  const bool q8_1 = act == DType::q8_1;
+  const int64_t block_bytes = q8_1 ? kQ8_1Bytes : kQ8_0Bytes;
+  const int64_t quants_at = q8_1 ? 4 : 2;
+  const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(act, cols));
   buf.blocks.resize(static_cast<size_t>(row_bytes * n_tokens));
   buf.da.resize(static_cast<size_t>(nb * n_tokens));
-  buf.corr.resize(static_cast<size_t>(nb * n_tokens));
+  buf.sums.resize(static_cast<size_t>(nb * n_tokens));
+  buf.s.resize(q8_1 ? static_cast<size_t>(nb * n_tokens) : 0);
   auto* blocks_base = reinterpret_cast<uint8_t*>(buf.blocks.data());
   float* da = buf.da.data();
-  int32_t* corr = buf.corr.data();
+  int32_t* sums = buf.sums.data();
+  float* s = buf.s.data();
   const bool avx2 = active_isa() >= Isa::avx2;
   auto rows = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* blocks = blocks_base + t * row_bytes;
-      quant::quantize_activations(DType::q8_0, x + t * x_stride, blocks, cols);
-      int32_t* c = corr + t * nb;
+      quant::quantize_activations(act, x + t * x_stride, blocks, cols);
+      int32_t* c = sums + t * nb;
       if (avx2) {
-        block_sums_avx2(blocks, nb, c);
+        block_sums_avx2(blocks, nb, block_bytes, quants_at, c);
       } else {
-        block_sums_scalar(blocks, nb, c);
+        block_sums_scalar(blocks, nb, block_bytes, quants_at, c);
       }
       for (int64_t b = 0; b < nb; ++b) {
         uint16_t h;
-        std::memcpy(&h, blocks + b * kActBlockBytes, 2);
+        std::memcpy(&h, blocks + b * block_bytes, 2);
         da[t * nb + b] = f16_to_f32_scalar(h);
-        c[b] *= -bias;
+        if (q8_1) {
+          std::memcpy(&h, blocks + b * block_bytes + 2, 2);
+          s[t * nb + b] = f16_to_f32_scalar(h);
+        }
       }
     }
   };
@@ -338,7 +411,7 @@ Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, 
   } else {
     pool->parallel_for(n_tokens, 1, rows);
   }
-  return {blocks_base, row_bytes, da, corr, nb};
+  return {blocks_base, row_bytes, block_bytes, quants_at, da, sums, s, nb};
 }
 
 template <class F>
@@ -360,7 +433,7 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   // thread_local would name each worker's own instance.
   thread_local ActBuffers buffers_storage;
   ActBuffers& buffers = buffers_storage;
-  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], F::kBias, buffers, &pool);
+  const Acts acts = quantize(F::kAct, x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
   const bool native = packed_vnni_native();
   over_panels(pool, weights.rows, 2, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
     if (native) {
@@ -375,7 +448,7 @@ template <class F>
 void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
   const Weights weights = weights_of<F>(w);
   ActBuffers buffers;
-  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], F::kBias, buffers, nullptr);
+  const Acts acts = quantize(F::kAct, x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
   scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
 }
 
@@ -389,7 +462,8 @@ template <class F>
 constexpr Entry entry() {
   return {F::packing, run<F>, run_scalar<F>};
 }
-constexpr Entry kEntries[] = {entry<Q8_0Format>(),    entry<Q4_0Format>(),    entry<Gq8_32Format>(),
+constexpr Entry kEntries[] = {entry<Q8_0Format>(),    entry<Q4_0Format>(),    entry<Q4_1Format>(),
+                              entry<Q5_0Format>(),    entry<Q5_1Format>(),    entry<Gq8_32Format>(),
                               entry<Gq8_64Format>(),  entry<Gq8_128Format>(), entry<Gq4_32Format>(),
                               entry<Gq4_64Format>(),  entry<Gq4_128Format>()};
 
