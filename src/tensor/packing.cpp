@@ -110,12 +110,12 @@ void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
 // column e), the 16 nibble bytes at kQs.
 template <class L, int64_t kRowBlock, int64_t kMin, int64_t kQh, int64_t kQs>
 struct LegacyBlocks {
-  // Mask byte and bit of column e (0..31) of row r: vector j = e % 16 / 4, low (e < 16)
-  // or high half, bit 4r + e % 4.
+  // Mask byte and bit of column e (0..31) of row r: vector e % 16 / 4, low (e < 16) or
+  // high nibbles, lane_bit(r, e % 4).
   static constexpr int64_t mask_byte(int64_t r, int64_t e) {
-    return L::masks + (e % 16 / 4) * 16 + (e < 16 ? 0 : 8) + (4 * r + e % 4) / 8;
+    return L::mask_at(e % 16 / 4, e >= 16) + packed_layout::lane_bit(r, e % 4) / 8;
   }
-  static int mask_bit(int64_t r, int64_t e) { return static_cast<int>((4 * r + e % 4) % 8); }
+  static int mask_bit(int64_t r, int64_t e) { return static_cast<int>(packed_layout::lane_bit(r, e % 4) % 8); }
 
   static void pack(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
     std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: d = m = 0
@@ -258,7 +258,7 @@ void pack_q5_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t pa
       const uint8_t* qh = block + 16;
       for (int64_t c = 0; c < 128; ++c) {
         g[L::quant_at(r, c)] = block[48 + c];
-        const int64_t pair = c / 32, l = c % 32, bit = 4 * r + l % 4;
+        const int64_t pair = c / 32, l = c % 32, bit = packed_layout::lane_bit(r, l % 4);
         uint8_t* masks = g + L::mask_at(pair, l / 4);
         masks[bit / 8] |= static_cast<uint8_t>(((qh[l] >> (2 * pair)) & 1) << (bit % 8));
         masks[8 + bit / 8] |= static_cast<uint8_t>(((qh[l] >> (2 * pair + 1)) & 1) << (bit % 8));
@@ -285,7 +285,7 @@ void unpack_q5_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
       std::memset(qh, 0, 32);
       for (int64_t c = 0; c < 128; ++c) {
         block[48 + c] = g[L::quant_at(r, c)];
-        const int64_t pair = c / 32, l = c % 32, bit = 4 * r + l % 4;
+        const int64_t pair = c / 32, l = c % 32, bit = packed_layout::lane_bit(r, l % 4);
         const uint8_t* masks = g + L::mask_at(pair, l / 4);
         qh[l] |= static_cast<uint8_t>(((masks[bit / 8] >> (bit % 8)) & 1) << (2 * pair));
         qh[l] |= static_cast<uint8_t>(((masks[8 + bit / 8] >> (bit % 8)) & 1) << (2 * pair + 1));

@@ -98,6 +98,10 @@ namespace packed_layout {
 // Byte i of a row's run of quant bytes, in consecutive 64-byte vectors of four bytes per
 // row: vector i / 4, lane r, byte i % 4 (what one VPDPBUSD with four broadcast bytes reads).
 constexpr int64_t lane_byte(int64_t r, int64_t i) { return (i / 4) * 64 + r * 4 + i % 4; }
+// The bit of a vector's 64-bit fifth-bit mask (q5_k_x16, q5_0_x16, q5_1_x16) that belongs
+// to byte i (0..3) of lane r: the same position as the byte, so one masked byte add
+// applies the mask.
+constexpr int64_t lane_bit(int64_t r, int64_t i) { return 4 * r + i; }
 
 struct Q8_0 {  // q8_0_x16: 16 f16 scales, 8 vectors of q + 128
   static constexpr int64_t group = 544, scales = 0, quants = 32;
@@ -110,9 +114,12 @@ struct Q4_1 {  // q4_1_x16: 16 f16 d, 16 f16 m, 4 vectors of nibble bytes
 };
 struct Q5_0 {  // q5_0_x16: 16 f16 d, 4 nibble vectors, 4 x 2 fifth-bit masks
   static constexpr int64_t group = 352, scales = 0, quants = 32, masks = 288;
+  // The mask of vector j's low (high = false) or high nibbles.
+  static constexpr int64_t mask_at(int64_t j, bool high) { return masks + j * 16 + (high ? 8 : 0); }
 };
 struct Q5_1 {  // q5_1_x16: 16 f16 d, 16 f16 m, 4 nibble vectors, 4 x 2 fifth-bit masks
   static constexpr int64_t group = 384, scales = 0, mins = 32, quants = 64, masks = 320;
+  static constexpr int64_t mask_at(int64_t j, bool high) { return masks + j * 16 + (high ? 8 : 0); }
 };
 template <int64_t G>
 struct Gq8 {  // gq8_G_x16: 16 f16 d, then G / 32 runs of 8 vectors of q + 128

@@ -20,10 +20,7 @@ namespace {
 
 constexpr int64_t kPanelRows = kPackedPanelRows;
 constexpr int64_t kBlock = 32;
-// Activation blocks: q8_0 (f16 d, 32 x i8: 34 bytes) or, for the formats with mins, ggml's
-// q8_1 (f16 d, f16 s = f16(d * sum of the quants), 32 x i8: 36 bytes), what the row-major
-// q4_1 / q5_1 kernels (and llama.cpp's) use: their mins' term is m * s with that rounded s.
-constexpr int64_t kQ8_0Bytes = 34, kQ8_1Bytes = 36;
+constexpr int64_t kActBlockBytes = 34;  // q8_0 activation block: f16 d, 32 x i8
 
 // The packings of 32-element runs of quants under f16 scales (tensor/packing.hpp): per
 // panel and group (one scale a row: one 32-column block for q8_0, q4_0, q4_1, q5_0, q5_1,
@@ -45,7 +42,6 @@ struct Q8_0Format {
   static constexpr int64_t kZeros = -1;  // no zero points
   static constexpr int64_t kMins = -1;   // no mins
   static constexpr int64_t kMasks = -1;  // no fifth bits
-  static constexpr DType kAct = DType::q8_0;  // the activations' blocks
 };
 struct Q4_0Format {
   using Layout = packed_layout::Q4_0;
@@ -56,7 +52,6 @@ struct Q4_0Format {
   static constexpr int32_t kBias = 8;
   static constexpr int kRuns = 1;
   static constexpr int64_t kZeros = -1, kMins = -1, kMasks = -1;
-  static constexpr DType kAct = DType::q8_0;
 };
 // q4_1 / q5_0 / q5_1: q4_0's vectors; mins (value d * q + m) and / or fifth bits.
 template <class L, Packing kPacking, DType kDtype, int32_t kOffset, int64_t kMinsAt, int64_t kMasksAt>
@@ -69,7 +64,6 @@ struct LegacyFormat {
   static constexpr int32_t kBias = kOffset;
   static constexpr int kRuns = 1;
   static constexpr int64_t kZeros = -1, kMins = kMinsAt, kMasks = kMasksAt;
-  static constexpr DType kAct = DType::q8_0;
 };
 using Q4_1Format = LegacyFormat<packed_layout::Q4_1, Packing::q4_1_x16, DType::q4_1, 0, packed_layout::Q4_1::mins, -1>;
 using Q5_0Format = LegacyFormat<packed_layout::Q5_0, Packing::q5_0_x16, DType::q5_0, 16, -1, packed_layout::Q5_0::masks>;
@@ -85,7 +79,6 @@ struct Gq8Format {
   static constexpr int32_t kBias = 128;
   static constexpr int kRuns = static_cast<int>(G / 32);
   static constexpr int64_t kZeros = -1, kMins = -1, kMasks = -1;
-  static constexpr DType kAct = DType::q8_0;
 };
 template <int64_t G, Packing kPacking, DType kDtype>
 struct Gq4Format {
@@ -97,7 +90,6 @@ struct Gq4Format {
   static constexpr int32_t kBias = 0;  // the dots start at -z * sum(a) instead
   static constexpr int kRuns = static_cast<int>(G / 32);
   static constexpr int64_t kZeros = Layout::zeros, kMins = -1, kMasks = -1;
-  static constexpr DType kAct = DType::q8_0;
 };
 using Gq8_32Format = Gq8Format<32, Packing::gq8_32_x16, DType::gq8_32>;
 using Gq8_64Format = Gq8Format<64, Packing::gq8_64_x16, DType::gq8_64>;
@@ -128,8 +120,8 @@ int32_t weight_at(const uint8_t* g, int s, int64_t r, int64_t k) {
     const uint8_t byte = q[packed_layout::lane_byte(r, k % 16)];
     int32_t v = k < 16 ? (byte & 0xF) : (byte >> 4);
     if constexpr (F::kMasks >= 0) {
-      const uint8_t* mask = g + F::kMasks + (k % 16 / 4) * 16 + (k < 16 ? 0 : 8);
-      const int64_t bit = 4 * r + k % 4;
+      const uint8_t* mask = g + F::Layout::mask_at(k % 16 / 4, k >= 16);
+      const int64_t bit = packed_layout::lane_bit(r, k % 4);
       v |= ((mask[bit / 8] >> (bit % 8)) & 1) << 4;
     }
     return v;
@@ -149,21 +141,18 @@ int32_t offset_at(const uint8_t* g, int64_t r) {
   }
 }
 
-// One call's quantized activations: token t's blocks at blocks + t * row_bytes (block b's
-// quants at b * block_bytes + quants), its block scales widened at da + t * nb, the sum
-// of each block's quants at sums + t * nb (exact integers: the dot corrections), and for
-// q8_1 blocks their s widened at s + t * nb.
+// One call's quantized activations: token t's q8_0 blocks at blocks + t * row_bytes, its
+// block scales widened at da + t * nb, and the sum of each block's quants at sums + t * nb
+// (exact integers: the dot corrections and the mins' terms; the row-major q4_1 / q5_1
+// kernels use the same exact sums where ggml uses q8_1's f16-rounded one).
 struct Acts {
   const uint8_t* blocks;
   int64_t row_bytes;
-  int64_t block_bytes;
-  int64_t quants;
   const float* da;
   const int32_t* sums;
-  const float* s;
   int64_t nb;
 
-  const uint8_t* quants_of(int64_t t, int64_t b) const { return blocks + t * row_bytes + b * block_bytes + quants; }
+  const uint8_t* quants_of(int64_t t, int64_t b) const { return blocks + t * row_bytes + b * kActBlockBytes + 2; }
 };
 
 struct Weights {
@@ -266,19 +255,19 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
           if constexpr (F::kMasks >= 0) {  // the fifth bits: +16 where set
             const __m512i sixteen = _mm512_set1_epi8(0x10);
             uint64_t ml, mh;
-            std::memcpy(&ml, panel[p] + gi * kGroup<F> + F::kMasks + j * 16, 8);
-            std::memcpy(&mh, panel[p] + gi * kGroup<F> + F::kMasks + j * 16 + 8, 8);
+            std::memcpy(&ml, panel[p] + gi * kGroup<F> + F::Layout::mask_at(j, false), 8);
+            std::memcpy(&mh, panel[p] + gi * kGroup<F> + F::Layout::mask_at(j, true), 8);
             wv[p] = _mm512_mask_add_epi8(wv[p], _cvtu64_mask64(ml), wv[p], sixteen);
             wh[p] = _mm512_mask_add_epi8(wh[p], _cvtu64_mask64(mh), wh[p], sixteen);
           }
         }
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
           int32_t four;
-          std::memcpy(&four, act[t] + b * a.block_bytes + 4 * j, 4);
+          std::memcpy(&four, act[t] + b * kActBlockBytes + 4 * j, 4);
           const __m512i av = _mm512_set1_epi32(four);
           _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
           if constexpr (F::kNibbles) {
-            std::memcpy(&four, act[t] + b * a.block_bytes + 16 + 4 * j, 4);
+            std::memcpy(&four, act[t] + b * kActBlockBytes + 16 + 4 * j, 4);
             const __m512i ah = _mm512_set1_epi32(four);
             _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wh[p], ah);
           }
@@ -336,71 +325,59 @@ void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_
                       });
 }
 
-// The sum of each of `nb` activation blocks' 32 signed quants (blocks `stride` bytes
-// apart, quants from byte `at`): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW
-// against zero, minus 32 * 128. Exact integers, so any family's sums are the same.
-LOOM_TARGET_AVX2 void block_sums_avx2(const uint8_t* blocks, int64_t nb, int64_t stride, int64_t at, int32_t* out) {
+// The sum of each of `nb` q8_0 blocks' 32 signed quants (blocks 34 bytes apart, quants
+// from byte 2): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW against zero,
+// minus 32 * 128. Exact integers, so any family's sums are the same.
+LOOM_TARGET_AVX2 void block_sums_avx2(const uint8_t* blocks, int64_t nb, int32_t* out) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + b * stride + at));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + b * kActBlockBytes + 2));
     const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256());
     const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     out[b] = static_cast<int32_t>(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
   }
 }
 
-void block_sums_scalar(const uint8_t* blocks, int64_t nb, int64_t stride, int64_t at, int32_t* out) {
+void block_sums_scalar(const uint8_t* blocks, int64_t nb, int32_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sum = 0;
-    for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(blocks[b * stride + at + k]);
+    for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(blocks[b * kActBlockBytes + 2 + k]);
     out[b] = sum;
   }
 }
 
-// The activations of one call, quantized to `act` (q8_0 or q8_1 blocks, bit for bit what
-// the row-major kernels of the weight's dtype consume) with each block's scale widened,
-// the sum of its quants, and q8_1's s widened.
+// The activations of one call, quantized (q8_0 blocks, bit for bit what the row-major
+// kernels consume) with each block's scale widened and the sum of its quants.
 struct ActBuffers {
   std::vector<std::byte> blocks;
   std::vector<float> da;
   std::vector<int32_t> sums;
-  std::vector<float> s;
 };
 
-Acts quantize(DType act, const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf,
-              ThreadPool* pool) {
+Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf, ThreadPool* pool) {
   const int64_t nb = cols / kBlock;
-  const bool q8_1 = act == DType::q8_1;
-  const int64_t block_bytes = q8_1 ? kQ8_1Bytes : kQ8_0Bytes;
-  const int64_t quants_at = q8_1 ? 4 : 2;
-  const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(act, cols));
+  const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(DType::q8_0, cols));
   buf.blocks.resize(static_cast<size_t>(row_bytes * n_tokens));
   buf.da.resize(static_cast<size_t>(nb * n_tokens));
   buf.sums.resize(static_cast<size_t>(nb * n_tokens));
-  buf.s.resize(q8_1 ? static_cast<size_t>(nb * n_tokens) : 0);
   auto* blocks_base = reinterpret_cast<uint8_t*>(buf.blocks.data());
   float* da = buf.da.data();
   int32_t* sums = buf.sums.data();
-  float* s = buf.s.data();
   const bool avx2 = active_isa() >= Isa::avx2;
   auto rows = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* blocks = blocks_base + t * row_bytes;
-      quant::quantize_activations(act, x + t * x_stride, blocks, cols);
+      quant::quantize_activations(DType::q8_0, x + t * x_stride, blocks, cols);
       int32_t* c = sums + t * nb;
       if (avx2) {
-        block_sums_avx2(blocks, nb, block_bytes, quants_at, c);
+        block_sums_avx2(blocks, nb, c);
       } else {
-        block_sums_scalar(blocks, nb, block_bytes, quants_at, c);
+        block_sums_scalar(blocks, nb, c);
       }
       for (int64_t b = 0; b < nb; ++b) {
         uint16_t h;
-        std::memcpy(&h, blocks + b * block_bytes, 2);
+        std::memcpy(&h, blocks + b * kActBlockBytes, 2);
         da[t * nb + b] = f16_to_f32_scalar(h);
-        if (q8_1) {
-          std::memcpy(&h, blocks + b * block_bytes + 2, 2);
-          s[t * nb + b] = f16_to_f32_scalar(h);
-        }
       }
     }
   };
@@ -411,7 +388,7 @@ Acts quantize(DType act, const float* x, int64_t x_stride, int64_t n_tokens, int
   } else {
     pool->parallel_for(n_tokens, 1, rows);
   }
-  return {blocks_base, row_bytes, block_bytes, quants_at, da, sums, s, nb};
+  return {blocks_base, row_bytes, da, sums, nb};
 }
 
 template <class F>
@@ -433,7 +410,7 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   // thread_local would name each worker's own instance.
   thread_local ActBuffers buffers_storage;
   ActBuffers& buffers = buffers_storage;
-  const Acts acts = quantize(F::kAct, x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
+  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
   const bool native = packed_vnni_native();
   over_panels(pool, weights.rows, 2, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
     if (native) {
@@ -448,7 +425,7 @@ template <class F>
 void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
   const Weights weights = weights_of<F>(w);
   ActBuffers buffers;
-  const Acts acts = quantize(F::kAct, x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
+  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
   scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
 }
 

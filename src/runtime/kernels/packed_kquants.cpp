@@ -100,7 +100,7 @@ struct NibbleK {
       return nibble;
     } else {
       const uint8_t* mask = g + L::mask_at(s / 2, l / 4) + 8 * (s % 2);
-      const int64_t bit = 4 * r + l % 4;
+      const int64_t bit = packed_layout::lane_bit(r, l % 4);
       return nibble | (((mask[bit / 8] >> (bit % 8)) & 1) << 4);
     }
   }
