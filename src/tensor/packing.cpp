@@ -65,6 +65,33 @@ void q4k_encode_scales(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
   }
 }
 
+// The head q4_k and q5_k blocks share (d, dmin, the 12 bytes of 6-bit scales and mins)
+// between row r of a row block and a packed group (q4_k_x16's and q5_k_x16's layouts put
+// d, dmin, the scale bytes [s][r] and the min bytes [s/2][r][s%2] at the same offsets).
+template <class L>
+void pack_k_head(const uint8_t* block, int64_t r, uint8_t* g) {
+  std::memcpy(g + L::d + 2 * r, block, 2);
+  std::memcpy(g + L::dmin + 2 * r, block + 2, 2);
+  uint8_t sc[8], m[8];
+  q4k_decode_scales(block + 4, sc, m);
+  for (int s = 0; s < 8; ++s) {
+    g[L::scales + s * 16 + r] = sc[s];
+    g[L::mins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
+  }
+}
+
+template <class L>
+void unpack_k_head(const uint8_t* g, int64_t r, uint8_t* block) {
+  std::memcpy(block, g + L::d + 2 * r, 2);
+  std::memcpy(block + 2, g + L::dmin + 2 * r, 2);
+  uint8_t sc[8], m[8];
+  for (int s = 0; s < 8; ++s) {
+    sc[s] = g[L::scales + s * 16 + r];
+    m[s] = g[L::mins + (s / 2) * 32 + r * 2 + s % 2];
+  }
+  q4k_encode_scales(sc, m, block + 4);
+}
+
 void pack_q4_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
   using L = packed_layout::Q4K;
   std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: all zero
@@ -72,14 +99,7 @@ void pack_q4_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t pa
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ4KRowBlock;
       uint8_t* g = out + b * L::group;
-      std::memcpy(g + L::d + 2 * r, block, 2);
-      std::memcpy(g + L::dmin + 2 * r, block + 2, 2);
-      uint8_t sc[8], m[8];
-      q4k_decode_scales(block + 4, sc, m);
-      for (int s = 0; s < 8; ++s) {
-        g[L::scales + s * 16 + r] = sc[s];
-        g[L::mins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
-      }
+      pack_k_head<L>(block, r, g);
       for (int64_t c = 0; c < 128; ++c) g[L::quant_at(r, c)] = block[16 + c];
     }
   }
@@ -91,14 +111,7 @@ void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ4KRowBlock;
       const uint8_t* g = in + b * L::group;
-      std::memcpy(block, g + L::d + 2 * r, 2);
-      std::memcpy(block + 2, g + L::dmin + 2 * r, 2);
-      uint8_t sc[8], m[8];
-      for (int s = 0; s < 8; ++s) {
-        sc[s] = g[L::scales + s * 16 + r];
-        m[s] = g[L::mins + (s / 2) * 32 + r * 2 + s % 2];
-      }
-      q4k_encode_scales(sc, m, block + 4);
+      unpack_k_head<L>(g, r, block);
       for (int64_t c = 0; c < 128; ++c) block[16 + c] = g[L::quant_at(r, c)];
     }
   }
@@ -247,14 +260,7 @@ void pack_q5_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t pa
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ5KRowBlock;
       uint8_t* g = out + b * L::group;
-      std::memcpy(g + L::d + 2 * r, block, 2);
-      std::memcpy(g + L::dmin + 2 * r, block + 2, 2);
-      uint8_t sc[8], m[8];
-      q4k_decode_scales(block + 4, sc, m);
-      for (int s = 0; s < 8; ++s) {
-        g[L::scales + s * 16 + r] = sc[s];
-        g[L::mins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
-      }
+      pack_k_head<L>(block, r, g);
       const uint8_t* qh = block + 16;
       for (int64_t c = 0; c < 128; ++c) {
         g[L::quant_at(r, c)] = block[48 + c];
@@ -273,14 +279,7 @@ void unpack_q5_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t pa
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ5KRowBlock;
       const uint8_t* g = in + b * L::group;
-      std::memcpy(block, g + L::d + 2 * r, 2);
-      std::memcpy(block + 2, g + L::dmin + 2 * r, 2);
-      uint8_t sc[8], m[8];
-      for (int s = 0; s < 8; ++s) {
-        sc[s] = g[L::scales + s * 16 + r];
-        m[s] = g[L::mins + (s / 2) * 32 + r * 2 + s % 2];
-      }
-      q4k_encode_scales(sc, m, block + 4);
+      unpack_k_head<L>(g, r, block);
       uint8_t* qh = block + 16;
       std::memset(qh, 0, 32);
       for (int64_t c = 0; c < 128; ++c) {
