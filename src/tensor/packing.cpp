@@ -13,42 +13,41 @@ namespace {
 using packed_layout::lane_byte;
 constexpr int64_t kRows = 16;  // panel_rows of every packing
 
+// Each packing's byte moves for one row-block (PackingInfo): `block` row r's block in
+// the rows, `g` the panel's group for that block.
+
 // q8_0_x16 (packed_layout::Q8_0): scales, then the quants as q + 128.
-void pack_q8_0_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+void pack_q8_0(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Q8_0;
-  for (int64_t r = 0; r < kRows; ++r) {
-    const int64_t row = panel * kRows + r;
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* g = out + b * L::group;
-      if (row >= n_rows) {  // padding: scale 0, quants 0 (stored 128)
-        std::memset(g + L::scales + 2 * r, 0, 2);
-        for (int64_t k = 0; k < 32; ++k) g[L::quants + lane_byte(r, k)] = 128;
-        continue;
-      }
-      const uint8_t* block = rows + (row * nb + b) * 34;
-      std::memcpy(g + L::scales + 2 * r, block, 2);
-      for (int64_t k = 0; k < 32; ++k) g[L::quants + lane_byte(r, k)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
-    }
-  }
+  std::memcpy(g + L::scales + 2 * r, block, 2);
+  for (int64_t k = 0; k < 32; ++k) g[L::quants + lane_byte(r, k)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
+}
+void unpack_q8_0(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Q8_0;
+  std::memcpy(block, g + L::scales + 2 * r, 2);
+  for (int64_t k = 0; k < 32; ++k) block[2 + k] = static_cast<uint8_t>(g[L::quants + lane_byte(r, k)] ^ 0x80);
+}
+void pad_q8_0(int64_t r, uint8_t* g) {  // scale 0, quants 0 (stored 128)
+  for (int64_t k = 0; k < 32; ++k) g[packed_layout::Q8_0::quants + lane_byte(r, k)] = 128;
 }
 
-void unpack_q8_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  using L = packed_layout::Q8_0;
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * 34;
-      const uint8_t* g = in + b * L::group;
-      std::memcpy(block, g + L::scales + 2 * r, 2);
-      for (int64_t k = 0; k < 32; ++k) block[2 + k] = static_cast<uint8_t>(g[L::quants + lane_byte(r, k)] ^ 0x80);
-    }
-  }
+// q4_0_x16 (packed_layout::Q4_0): scales, then the nibble bytes as they are.
+void pack_q4_0(const uint8_t* block, int64_t r, uint8_t* g) {
+  using L = packed_layout::Q4_0;
+  std::memcpy(g + L::scales + 2 * r, block, 2);
+  for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = block[2 + i];
+}
+void unpack_q4_0(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Q4_0;
+  std::memcpy(block, g + L::scales + 2 * r, 2);
+  for (int64_t i = 0; i < 16; ++i) block[2 + i] = g[L::quants + lane_byte(r, i)];
+}
+void pad_q4_0(int64_t r, uint8_t* g) {  // scale 0, nibbles 8 (the value 0)
+  for (int64_t i = 0; i < 16; ++i) g[packed_layout::Q4_0::quants + lane_byte(r, i)] = 0x88;
 }
 
-// q4_k_x16 (packed_layout::Q4K): the 6-bit scales and mins decoded to bytes.
-constexpr int64_t kQ4KRowBlock = 144;  // d, dmin, 12 scale bytes, 128 nibble bytes
-
-// The eight 6-bit scales and mins of a q4_k block from its 12 bytes, and back (every bit
-// of the 12 bytes is one of the 96 bits of the sixteen values, so this is exact).
+// The eight 6-bit scales and mins of a q4_k / q5_k block from its 12 bytes, and back
+// (every bit of the 12 bytes is one of the 96 bits of the sixteen values, so this is exact).
 void q4k_decode_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
   for (int j = 0; j < 4; ++j) {
     sc[j] = s[j] & 63;
@@ -66,8 +65,8 @@ void q4k_encode_scales(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
 }
 
 // The head q4_k and q5_k blocks share (d, dmin, the 12 bytes of 6-bit scales and mins)
-// between row r of a row block and a packed group (q4_k_x16's and q5_k_x16's layouts put
-// d, dmin, the scale bytes [s][r] and the min bytes [s/2][r][s%2] at the same offsets).
+// between a row block and a packed group (q4_k_x16's and q5_k_x16's layouts put d, dmin,
+// the scale bytes [s][r] and the min bytes [s/2][r][s%2] at the same offsets).
 template <class L>
 void pack_k_head(const uint8_t* block, int64_t r, uint8_t* g) {
   std::memcpy(g + L::d + 2 * r, block, 2);
@@ -79,7 +78,6 @@ void pack_k_head(const uint8_t* block, int64_t r, uint8_t* g) {
     g[L::mins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
   }
 }
-
 template <class L>
 void unpack_k_head(const uint8_t* g, int64_t r, uint8_t* block) {
   std::memcpy(block, g + L::d + 2 * r, 2);
@@ -92,36 +90,79 @@ void unpack_k_head(const uint8_t* g, int64_t r, uint8_t* block) {
   q4k_encode_scales(sc, m, block + 4);
 }
 
-void pack_q4_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+// q4_k_x16 (packed_layout::Q4K): the head, then the 128 nibble bytes (row block: d,
+// dmin, 12 scale bytes, qs[128]).
+void pack_q4_k(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Q4K;
-  std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: all zero
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ4KRowBlock;
-      uint8_t* g = out + b * L::group;
-      pack_k_head<L>(block, r, g);
-      for (int64_t c = 0; c < 128; ++c) g[L::quant_at(r, c)] = block[16 + c];
-    }
+  pack_k_head<L>(block, r, g);
+  for (int64_t c = 0; c < 128; ++c) g[L::quant_at(r, c)] = block[16 + c];
+}
+void unpack_q4_k(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Q4K;
+  unpack_k_head<L>(g, r, block);
+  for (int64_t c = 0; c < 128; ++c) block[16 + c] = g[L::quant_at(r, c)];
+}
+
+// q5_k_x16 (packed_layout::Q5K): q4_k_x16's parts, and the fifth bits as masks (row
+// block: d, dmin, 12 scale bytes, qh[32], qs[128]). Row byte c (0..127) of qs holds the
+// values at column l = c % 32 of sub-blocks 2g (low nibble) and 2g + 1 (high), g = c / 32;
+// their fifth bits are bits 2g and 2g + 1 of qh[l]. In the packed form byte c of row r
+// is byte l % 4 of lane r in vector l / 4 of pair g, so its mask bit is lane_bit(r, l % 4).
+void pack_q5_k(const uint8_t* block, int64_t r, uint8_t* g) {
+  using L = packed_layout::Q5K;
+  pack_k_head<L>(block, r, g);
+  const uint8_t* qh = block + 16;
+  for (int64_t c = 0; c < 128; ++c) {
+    g[L::quant_at(r, c)] = block[48 + c];
+    const int64_t pair = c / 32, l = c % 32, bit = packed_layout::lane_bit(r, l % 4);
+    uint8_t* masks = g + L::mask_at(pair, l / 4);
+    masks[bit / 8] |= static_cast<uint8_t>(((qh[l] >> (2 * pair)) & 1) << (bit % 8));
+    masks[8 + bit / 8] |= static_cast<uint8_t>(((qh[l] >> (2 * pair + 1)) & 1) << (bit % 8));
+  }
+}
+void unpack_q5_k(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Q5K;
+  unpack_k_head<L>(g, r, block);
+  uint8_t* qh = block + 16;
+  std::memset(qh, 0, 32);
+  for (int64_t c = 0; c < 128; ++c) {
+    block[48 + c] = g[L::quant_at(r, c)];
+    const int64_t pair = c / 32, l = c % 32, bit = packed_layout::lane_bit(r, l % 4);
+    const uint8_t* masks = g + L::mask_at(pair, l / 4);
+    qh[l] |= static_cast<uint8_t>(((masks[bit / 8] >> (bit % 8)) & 1) << (2 * pair));
+    qh[l] |= static_cast<uint8_t>(((masks[8 + bit / 8] >> (bit % 8)) & 1) << (2 * pair + 1));
   }
 }
 
-void unpack_q4_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  using L = packed_layout::Q4K;
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ4KRowBlock;
-      const uint8_t* g = in + b * L::group;
-      unpack_k_head<L>(g, r, block);
-      for (int64_t c = 0; c < 128; ++c) block[16 + c] = g[L::quant_at(r, c)];
-    }
-  }
+// q6_k_x16 (packed_layout::Q6K): d, int8 scales, then per half and chunk three vectors
+// (row block: ql[128], qh[64], scales[16], d). Where byte i of a row's ql (0..127) and
+// qh (0..63) go, lane r:
+constexpr int64_t q6k_low_at(int64_t r, int64_t i) {
+  return packed_layout::Q6K::chunk_at(i / 64, i % 32 / 4) + (i % 64 / 32) * 64 + r * 4 + i % 4;
+}
+constexpr int64_t q6k_high_at(int64_t r, int64_t i) {
+  return packed_layout::Q6K::chunk_at(i / 32, i % 32 / 4) + 128 + r * 4 + i % 4;
+}
+void pack_q6_k(const uint8_t* block, int64_t r, uint8_t* g) {
+  using L = packed_layout::Q6K;
+  std::memcpy(g + L::d + 2 * r, block + 208, 2);
+  for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = block[192 + s];
+  for (int64_t i = 0; i < 128; ++i) g[q6k_low_at(r, i)] = block[i];
+  for (int64_t i = 0; i < 64; ++i) g[q6k_high_at(r, i)] = block[128 + i];
+}
+void unpack_q6_k(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Q6K;
+  std::memcpy(block + 208, g + L::d + 2 * r, 2);
+  for (int64_t s = 0; s < 16; ++s) block[192 + s] = g[L::scales + s * 16 + r];
+  for (int64_t i = 0; i < 128; ++i) block[i] = g[q6k_low_at(r, i)];
+  for (int64_t i = 0; i < 64; ++i) block[128 + i] = g[q6k_high_at(r, i)];
 }
 
 // q4_1_x16, q5_0_x16, q5_1_x16 (packed_layout::Q4_1, Q5_0, Q5_1): d, m, the nibble
 // bytes as they are, the fifth bits as masks. `L` the layout; the row block: d at 0,
 // m at kMin (< 0: none), the 32 fifth bits at kQh (< 0: none, little-endian, bit e for
 // column e), the 16 nibble bytes at kQs.
-template <class L, int64_t kRowBlock, int64_t kMin, int64_t kQh, int64_t kQs>
+template <class L, int64_t kMin, int64_t kQh, int64_t kQs>
 struct LegacyBlocks {
   // Mask byte and bit of column e (0..31) of row r: vector e % 16 / 4, low (e < 16) or
   // high nibbles, lane_bit(r, e % 4).
@@ -130,282 +171,139 @@ struct LegacyBlocks {
   }
   static int mask_bit(int64_t r, int64_t e) { return static_cast<int>(packed_layout::lane_bit(r, e % 4) % 8); }
 
-  static void pack(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
-    std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: d = m = 0
-    for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
-        uint8_t* g = out + b * L::group;
-        std::memcpy(g + L::scales + 2 * r, block, 2);
-        if constexpr (kMin >= 0) std::memcpy(g + L::mins + 2 * r, block + kMin, 2);
-        for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = block[kQs + i];
-        if constexpr (kQh >= 0) {
-          for (int64_t e = 0; e < 32; ++e) {
-            const int bit = (block[kQh + e / 8] >> (e % 8)) & 1;
-            g[mask_byte(r, e)] |= static_cast<uint8_t>(bit << mask_bit(r, e));
-          }
-        }
+  static void pack(const uint8_t* block, int64_t r, uint8_t* g) {
+    std::memcpy(g + L::scales + 2 * r, block, 2);
+    if constexpr (kMin >= 0) std::memcpy(g + L::mins + 2 * r, block + kMin, 2);
+    for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = block[kQs + i];
+    if constexpr (kQh >= 0) {
+      for (int64_t e = 0; e < 32; ++e) {
+        const int bit = (block[kQh + e / 8] >> (e % 8)) & 1;
+        g[mask_byte(r, e)] |= static_cast<uint8_t>(bit << mask_bit(r, e));
       }
     }
   }
 
-  static void unpack(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-    for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-      for (int64_t b = 0; b < nb; ++b) {
-        uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
-        const uint8_t* g = in + b * L::group;
-        std::memcpy(block, g + L::scales + 2 * r, 2);
-        if constexpr (kMin >= 0) std::memcpy(block + kMin, g + L::mins + 2 * r, 2);
-        for (int64_t i = 0; i < 16; ++i) block[kQs + i] = g[L::quants + lane_byte(r, i)];
-        if constexpr (kQh >= 0) {
-          std::memset(block + kQh, 0, 4);
-          for (int64_t e = 0; e < 32; ++e) {
-            const int bit = (g[mask_byte(r, e)] >> mask_bit(r, e)) & 1;
-            block[kQh + e / 8] |= static_cast<uint8_t>(bit << (e % 8));
-          }
-        }
+  static void unpack(const uint8_t* g, int64_t r, uint8_t* block) {
+    std::memcpy(block, g + L::scales + 2 * r, 2);
+    if constexpr (kMin >= 0) std::memcpy(block + kMin, g + L::mins + 2 * r, 2);
+    for (int64_t i = 0; i < 16; ++i) block[kQs + i] = g[L::quants + lane_byte(r, i)];
+    if constexpr (kQh >= 0) {
+      std::memset(block + kQh, 0, 4);
+      for (int64_t e = 0; e < 32; ++e) {
+        const int bit = (g[mask_byte(r, e)] >> mask_bit(r, e)) & 1;
+        block[kQh + e / 8] |= static_cast<uint8_t>(bit << (e % 8));
       }
     }
   }
 };
-using Q4_1Blocks = LegacyBlocks<packed_layout::Q4_1, 20, 2, -1, 4>;
-using Q5_0Blocks = LegacyBlocks<packed_layout::Q5_0, 22, -1, 2, 6>;
-using Q5_1Blocks = LegacyBlocks<packed_layout::Q5_1, 24, 2, 4, 8>;
+using Q4_1Blocks = LegacyBlocks<packed_layout::Q4_1, 2, -1, 4>;
+using Q5_0Blocks = LegacyBlocks<packed_layout::Q5_0, -1, 2, 6>;
+using Q5_1Blocks = LegacyBlocks<packed_layout::Q5_1, 2, 4, 8>;
 
-// gq8_G_x16 (packed_layout::Gq8): scales, then each 32-column run's quants as q + 128.
+// gq8_G_x16 (packed_layout::Gq8): scales, then each 32-column run's quants as q + 128
+// (row block: d, q[G]). Quant k of a row sits in run k / 32 at lane_byte(r, k % 32).
 template <int64_t G>
-void pack_gq8_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+constexpr int64_t gq8_at(int64_t r, int64_t k) {
   using L = packed_layout::Gq8<G>;
-  constexpr int64_t kRowBlock = 2 + G;
-  for (int64_t r = 0; r < kRows; ++r) {
-    const int64_t row = panel * kRows + r;
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* g = out + b * L::group;
-      if (row >= n_rows) {  // padding: scale 0, quants 0 (stored 128)
-        std::memset(g + L::scales + 2 * r, 0, 2);
-        for (int64_t k = 0; k < G; ++k) g[L::quants + (k / 32) * L::run_bytes + lane_byte(r, k % 32)] = 128;
-        continue;
-      }
-      const uint8_t* block = rows + (row * nb + b) * kRowBlock;
-      std::memcpy(g + L::scales + 2 * r, block, 2);
-      for (int64_t k = 0; k < G; ++k) {
-        g[L::quants + (k / 32) * L::run_bytes + lane_byte(r, k % 32)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
-      }
-    }
-  }
+  return L::quants + (k / 32) * L::run_bytes + lane_byte(r, k % 32);
 }
-
 template <int64_t G>
-void unpack_gq8_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  using L = packed_layout::Gq8<G>;
-  constexpr int64_t kRowBlock = 2 + G;
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
-      const uint8_t* g = in + b * L::group;
-      std::memcpy(block, g + L::scales + 2 * r, 2);
-      for (int64_t k = 0; k < G; ++k) {
-        block[2 + k] = static_cast<uint8_t>(g[L::quants + (k / 32) * L::run_bytes + lane_byte(r, k % 32)] ^ 0x80);
-      }
-    }
-  }
+void pack_gq8(const uint8_t* block, int64_t r, uint8_t* g) {
+  std::memcpy(g + packed_layout::Gq8<G>::scales + 2 * r, block, 2);
+  for (int64_t k = 0; k < G; ++k) g[gq8_at<G>(r, k)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
+}
+template <int64_t G>
+void unpack_gq8(const uint8_t* g, int64_t r, uint8_t* block) {
+  std::memcpy(block, g + packed_layout::Gq8<G>::scales + 2 * r, 2);
+  for (int64_t k = 0; k < G; ++k) block[2 + k] = static_cast<uint8_t>(g[gq8_at<G>(r, k)] ^ 0x80);
+}
+template <int64_t G>
+void pad_gq8(int64_t r, uint8_t* g) {  // scale 0, quants 0 (stored 128)
+  for (int64_t k = 0; k < G; ++k) g[gq8_at<G>(r, k)] = 128;
 }
 
 // gq4_G_x16 (packed_layout::Gq4): scales, zero points, reserved bytes, then each run's
-// 16 nibble bytes as they are.
+// 16 nibble bytes as they are (row block: d, z, reserved, qs[G / 2]).
 template <int64_t G>
-void pack_gq4_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
+constexpr int64_t gq4_at(int64_t r, int64_t i) {
   using L = packed_layout::Gq4<G>;
-  constexpr int64_t kRowBlock = 4 + G / 2;
-  std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: scale 0, all zero
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
-      uint8_t* g = out + b * L::group;
-      std::memcpy(g + L::scales + 2 * r, block, 2);
-      g[L::zeros + r] = block[2];
-      g[L::reserved + r] = block[3];
-      for (int64_t i = 0; i < G / 2; ++i) g[L::quants + (i / 16) * L::run_bytes + lane_byte(r, i % 16)] = block[4 + i];
-    }
-  }
+  return L::quants + (i / 16) * L::run_bytes + lane_byte(r, i % 16);
 }
-
 template <int64_t G>
-void unpack_gq4_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
+void pack_gq4(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Gq4<G>;
-  constexpr int64_t kRowBlock = 4 + G / 2;
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kRowBlock;
-      const uint8_t* g = in + b * L::group;
-      std::memcpy(block, g + L::scales + 2 * r, 2);
-      block[2] = g[L::zeros + r];
-      block[3] = g[L::reserved + r];
-      for (int64_t i = 0; i < G / 2; ++i) block[4 + i] = g[L::quants + (i / 16) * L::run_bytes + lane_byte(r, i % 16)];
-    }
-  }
+  std::memcpy(g + L::scales + 2 * r, block, 2);
+  g[L::zeros + r] = block[2];
+  g[L::reserved + r] = block[3];
+  for (int64_t i = 0; i < G / 2; ++i) g[gq4_at<G>(r, i)] = block[4 + i];
+}
+template <int64_t G>
+void unpack_gq4(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Gq4<G>;
+  std::memcpy(block, g + L::scales + 2 * r, 2);
+  block[2] = g[L::zeros + r];
+  block[3] = g[L::reserved + r];
+  for (int64_t i = 0; i < G / 2; ++i) block[4 + i] = g[gq4_at<G>(r, i)];
 }
 
-// q5_k_x16 (packed_layout::Q5K): q4_k_x16's parts, and the fifth bits as masks.
-constexpr int64_t kQ5KRowBlock = 176;  // d, dmin, 12 scale bytes, qh[32], qs[128]
-
-// Row byte c (0..127) of qs holds the values at column l = c % 32 of sub-blocks 2g
-// (low nibble) and 2g + 1 (high), g = c / 32; their fifth bits are bits 2g and 2g + 1 of
-// qh[l]. In the packed form byte c of row r is byte (c % 32) % 4 of lane r in vector
-// (c % 32) / 4 of pair g, so its mask bit is 4r + c % 4.
-void pack_q5_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
-  using L = packed_layout::Q5K;
-  std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: all zero
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ5KRowBlock;
-      uint8_t* g = out + b * L::group;
-      pack_k_head<L>(block, r, g);
-      const uint8_t* qh = block + 16;
-      for (int64_t c = 0; c < 128; ++c) {
-        g[L::quant_at(r, c)] = block[48 + c];
-        const int64_t pair = c / 32, l = c % 32, bit = packed_layout::lane_bit(r, l % 4);
-        uint8_t* masks = g + L::mask_at(pair, l / 4);
-        masks[bit / 8] |= static_cast<uint8_t>(((qh[l] >> (2 * pair)) & 1) << (bit % 8));
-        masks[8 + bit / 8] |= static_cast<uint8_t>(((qh[l] >> (2 * pair + 1)) & 1) << (bit % 8));
-      }
-    }
-  }
-}
-
-void unpack_q5_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  using L = packed_layout::Q5K;
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ5KRowBlock;
-      const uint8_t* g = in + b * L::group;
-      unpack_k_head<L>(g, r, block);
-      uint8_t* qh = block + 16;
-      std::memset(qh, 0, 32);
-      for (int64_t c = 0; c < 128; ++c) {
-        block[48 + c] = g[L::quant_at(r, c)];
-        const int64_t pair = c / 32, l = c % 32, bit = packed_layout::lane_bit(r, l % 4);
-        const uint8_t* masks = g + L::mask_at(pair, l / 4);
-        qh[l] |= static_cast<uint8_t>(((masks[bit / 8] >> (bit % 8)) & 1) << (2 * pair));
-        qh[l] |= static_cast<uint8_t>(((masks[8 + bit / 8] >> (bit % 8)) & 1) << (2 * pair + 1));
-      }
-    }
-  }
-}
-
-// q4_0_x16 (packed_layout::Q4_0): scales, then the nibble bytes as they are.
-void pack_q4_0_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
-  using L = packed_layout::Q4_0;
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* g = out + b * L::group;
-    for (int64_t r = 0; r < kRows; ++r) {
-      const int64_t row = panel * kRows + r;
-      if (row >= n_rows) {  // padding: scale 0, nibbles 8 (the value 0)
-        std::memset(g + L::scales + 2 * r, 0, 2);
-        for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = 0x88;
-        continue;
-      }
-      const uint8_t* block = rows + (row * nb + b) * 18;
-      std::memcpy(g + L::scales + 2 * r, block, 2);
-      for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = block[2 + i];
-    }
-  }
-}
-
-void unpack_q4_0_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  using L = packed_layout::Q4_0;
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * 18;
-      const uint8_t* g = in + b * L::group;
-      std::memcpy(block, g + L::scales + 2 * r, 2);
-      for (int64_t i = 0; i < 16; ++i) block[2 + i] = g[L::quants + lane_byte(r, i)];
-    }
-  }
-}
-
-// q6_k_x16 (packed_layout::Q6K): d, int8 scales, then per half and chunk three vectors.
-constexpr int64_t kQ6KRowBlock = 210;  // ql[128], qh[64], scales[16], d
-// Where byte i of a row's ql (0..127) and qh (0..63) go, lane r.
-constexpr int64_t q6k_low_at(int64_t r, int64_t i) {
-  return packed_layout::Q6K::chunk_at(i / 64, i % 32 / 4) + (i % 64 / 32) * 64 + r * 4 + i % 4;
-}
-constexpr int64_t q6k_high_at(int64_t r, int64_t i) {
-  return packed_layout::Q6K::chunk_at(i / 32, i % 32 / 4) + 128 + r * 4 + i % 4;
-}
-
-void pack_q6_k_panel(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out) {
-  using L = packed_layout::Q6K;
-  std::memset(out, 0, static_cast<size_t>(nb * L::group));  // padding rows: all zero
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ6KRowBlock;
-      uint8_t* g = out + b * L::group;
-      std::memcpy(g + L::d + 2 * r, block + 208, 2);
-      for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = block[192 + s];
-      for (int64_t i = 0; i < 128; ++i) g[q6k_low_at(r, i)] = block[i];
-      for (int64_t i = 0; i < 64; ++i) g[q6k_high_at(r, i)] = block[128 + i];
-    }
-  }
-}
-
-void unpack_q6_k_panel(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows) {
-  using L = packed_layout::Q6K;
-  for (int64_t r = 0; r < kRows && panel * kRows + r < n_rows; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = rows + ((panel * kRows + r) * nb + b) * kQ6KRowBlock;
-      const uint8_t* g = in + b * L::group;
-      std::memcpy(block + 208, g + L::d + 2 * r, 2);
-      for (int64_t s = 0; s < 16; ++s) block[192 + s] = g[L::scales + s * 16 + r];
-      for (int64_t i = 0; i < 128; ++i) block[i] = g[q6k_low_at(r, i)];
-      for (int64_t i = 0; i < 64; ++i) block[128 + i] = g[q6k_high_at(r, i)];
-    }
-  }
-}
-
-// Each layout's group is its packing's block_bytes for 16 rows (the table below).
+// Each layout's group is its packing's block_bytes (the table below) for 16 rows, and the
+// parts of the layouts with masks add up.
 static_assert(packed_layout::Q8_0::group == 34 * kRows && packed_layout::Q4_0::group == 18 * kRows &&
-              packed_layout::Q4K::group == 148 * kRows && packed_layout::Q6K::group == 210 * kRows &&
-              packed_layout::Q5K::group == 180 * kRows &&
-              packed_layout::Q5K::pairs + 4 * packed_layout::Q5K::pair_bytes == packed_layout::Q5K::group &&
-              packed_layout::Q5K::masks == 8 * 64);
-static_assert(packed_layout::Gq8<32>::group == 34 * kRows && packed_layout::Gq8<64>::group == 66 * kRows &&
+              packed_layout::Q4_1::group == 20 * kRows && packed_layout::Q5_0::group == 22 * kRows &&
+              packed_layout::Q5_1::group == 24 * kRows && packed_layout::Q4K::group == 148 * kRows &&
+              packed_layout::Q5K::group == 180 * kRows && packed_layout::Q6K::group == 210 * kRows &&
+              packed_layout::Gq8<32>::group == 34 * kRows && packed_layout::Gq8<64>::group == 66 * kRows &&
               packed_layout::Gq8<128>::group == 130 * kRows && packed_layout::Gq4<32>::group == 20 * kRows &&
               packed_layout::Gq4<64>::group == 36 * kRows && packed_layout::Gq4<128>::group == 68 * kRows);
-
-static_assert(packed_layout::Q4_1::group == 20 * kRows && packed_layout::Q5_0::group == 22 * kRows &&
-              packed_layout::Q5_1::group == 24 * kRows && packed_layout::Q5_0::masks + 64 == packed_layout::Q5_0::group &&
+static_assert(packed_layout::Q5K::pairs + 4 * packed_layout::Q5K::pair_bytes == packed_layout::Q5K::group &&
+              packed_layout::Q5K::masks == 8 * 64 && packed_layout::Q5_0::masks + 64 == packed_layout::Q5_0::group &&
               packed_layout::Q5_1::masks + 64 == packed_layout::Q5_1::group);
 
+// Padding rows of the packings without a pad_block are all zero bytes: scale 0 (and q4_k's,
+// q6_k's, gq4's zero-initialized quants give 0 whatever they are).
 constexpr std::array<PackingInfo, 15> kPackings{{
-    {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr},
-    {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0_panel, unpack_q8_0_panel},
-    {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k_panel, unpack_q4_k_panel},
-    {Packing::q4_0_x16, "q4_0_x16", DType::q4_0, 16, 32, 18, pack_q4_0_panel, unpack_q4_0_panel},
-    {Packing::q6_k_x16, "q6_k_x16", DType::q6_k, 16, 256, 210, pack_q6_k_panel, unpack_q6_k_panel},
-    {Packing::q5_k_x16, "q5_k_x16", DType::q5_k, 16, 256, 180, pack_q5_k_panel, unpack_q5_k_panel},
-    {Packing::gq8_32_x16, "gq8_32_x16", DType::gq8_32, 16, 32, 34, pack_gq8_panel<32>, unpack_gq8_panel<32>},
-    {Packing::gq8_64_x16, "gq8_64_x16", DType::gq8_64, 16, 64, 66, pack_gq8_panel<64>, unpack_gq8_panel<64>},
-    {Packing::gq8_128_x16, "gq8_128_x16", DType::gq8_128, 16, 128, 130, pack_gq8_panel<128>, unpack_gq8_panel<128>},
-    {Packing::gq4_32_x16, "gq4_32_x16", DType::gq4_32, 16, 32, 20, pack_gq4_panel<32>, unpack_gq4_panel<32>},
-    {Packing::gq4_64_x16, "gq4_64_x16", DType::gq4_64, 16, 64, 36, pack_gq4_panel<64>, unpack_gq4_panel<64>},
-    {Packing::gq4_128_x16, "gq4_128_x16", DType::gq4_128, 16, 128, 68, pack_gq4_panel<128>, unpack_gq4_panel<128>},
-    {Packing::q4_1_x16, "q4_1_x16", DType::q4_1, 16, 32, 20, Q4_1Blocks::pack, Q4_1Blocks::unpack},
-    {Packing::q5_0_x16, "q5_0_x16", DType::q5_0, 16, 32, 22, Q5_0Blocks::pack, Q5_0Blocks::unpack},
-    {Packing::q5_1_x16, "q5_1_x16", DType::q5_1, 16, 32, 24, Q5_1Blocks::pack, Q5_1Blocks::unpack},
+    {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr, nullptr},
+    {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0, unpack_q8_0, pad_q8_0},
+    {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k, unpack_q4_k, nullptr},
+    {Packing::q4_0_x16, "q4_0_x16", DType::q4_0, 16, 32, 18, pack_q4_0, unpack_q4_0, pad_q4_0},
+    {Packing::q6_k_x16, "q6_k_x16", DType::q6_k, 16, 256, 210, pack_q6_k, unpack_q6_k, nullptr},
+    {Packing::q5_k_x16, "q5_k_x16", DType::q5_k, 16, 256, 180, pack_q5_k, unpack_q5_k, nullptr},
+    {Packing::gq8_32_x16, "gq8_32_x16", DType::gq8_32, 16, 32, 34, pack_gq8<32>, unpack_gq8<32>, pad_gq8<32>},
+    {Packing::gq8_64_x16, "gq8_64_x16", DType::gq8_64, 16, 64, 66, pack_gq8<64>, unpack_gq8<64>, pad_gq8<64>},
+    {Packing::gq8_128_x16, "gq8_128_x16", DType::gq8_128, 16, 128, 130, pack_gq8<128>, unpack_gq8<128>, pad_gq8<128>},
+    {Packing::gq4_32_x16, "gq4_32_x16", DType::gq4_32, 16, 32, 20, pack_gq4<32>, unpack_gq4<32>, nullptr},
+    {Packing::gq4_64_x16, "gq4_64_x16", DType::gq4_64, 16, 64, 36, pack_gq4<64>, unpack_gq4<64>, nullptr},
+    {Packing::gq4_128_x16, "gq4_128_x16", DType::gq4_128, 16, 128, 68, pack_gq4<128>, unpack_gq4<128>, nullptr},
+    {Packing::q4_1_x16, "q4_1_x16", DType::q4_1, 16, 32, 20, Q4_1Blocks::pack, Q4_1Blocks::unpack, nullptr},
+    {Packing::q5_0_x16, "q5_0_x16", DType::q5_0, 16, 32, 22, Q5_0Blocks::pack, Q5_0Blocks::unpack, nullptr},
+    {Packing::q5_1_x16, "q5_1_x16", DType::q5_1, 16, 32, 24, Q5_1Blocks::pack, Q5_1Blocks::unpack, nullptr},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.
 struct Geometry {
   int64_t rows;
-  int64_t nb;      // blocks per row
+  int64_t nb;         // blocks per row
   int64_t panels;
-  int64_t stride;  // bytes per panel
+  int64_t group;      // bytes of one block of a panel
+  int64_t stride;     // bytes per panel
+  int64_t row_block;  // bytes of one block of a row, as rows
 };
 
 Geometry geometry(const PackingInfo& info, const Shape& shape) {
   const int64_t nb = shape[1] / info.block_cols;
-  return {shape[0], nb, (shape[0] + info.panel_rows - 1) / info.panel_rows, nb * info.block_bytes * info.panel_rows};
+  const int64_t group = int64_t{info.block_bytes} * info.panel_rows;
+  return {shape[0], nb, (shape[0] + info.panel_rows - 1) / info.panel_rows, group, nb * group,
+          dtype_traits(info.dtype).block_bytes};
+}
+
+// Runs run(begin, end) over the panels [0, panels), on the pool when there is one.
+template <class Run>
+void over_panels(ThreadPool* pool, int64_t panels, Run&& run) {
+  if (pool != nullptr) {
+    pool->parallel_for(panels, 1, [&](int64_t begin, int64_t end, int) { run(begin, end); });
+  } else {
+    run(0, panels);
+  }
 }
 
 }  // namespace
@@ -450,14 +348,23 @@ Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool) {
   Tensor out = Tensor::packed(Storage::allocate(static_cast<size_t>(g.panels * g.stride)), 0, t.shape(), t.dtype(), packing);
   const auto* src = static_cast<const uint8_t*>(t.raw_data());
   auto* dst = static_cast<uint8_t*>(out.mutable_raw_data());
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) info.pack_panel(src, g.rows, g.nb, p, dst + p * g.stride);
-  };
-  if (pool != nullptr) {
-    pool->parallel_for(g.panels, 1, [&](int64_t begin, int64_t end, int) { run(begin, end); });
-  } else {
-    run(0, g.panels);
-  }
+  over_panels(pool, g.panels, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      uint8_t* panel = dst + p * g.stride;
+      std::memset(panel, 0, static_cast<size_t>(g.stride));
+      for (int64_t r = 0; r < info.panel_rows; ++r) {
+        const int64_t row = p * info.panel_rows + r;
+        for (int64_t b = 0; b < g.nb; ++b) {
+          uint8_t* group = panel + b * g.group;
+          if (row < g.rows) {
+            info.pack_block(src + (row * g.nb + b) * g.row_block, r, group);
+          } else if (info.pad_block != nullptr) {
+            info.pad_block(r, group);
+          }
+        }
+      }
+    }
+  });
   return out;
 }
 
@@ -468,14 +375,16 @@ Tensor unpack(const Tensor& t, ThreadPool* pool) {
   Tensor out = Tensor::empty(t.shape(), t.dtype());
   const auto* src = static_cast<const uint8_t*>(t.raw_data());
   auto* dst = static_cast<uint8_t*>(out.mutable_raw_data());
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) info.unpack_panel(src + p * g.stride, g.rows, g.nb, p, dst);
-  };
-  if (pool != nullptr) {
-    pool->parallel_for(g.panels, 1, [&](int64_t begin, int64_t end, int) { run(begin, end); });
-  } else {
-    run(0, g.panels);
-  }
+  over_panels(pool, g.panels, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      for (int64_t r = 0; r < info.panel_rows && p * info.panel_rows + r < g.rows; ++r) {
+        const int64_t row = p * info.panel_rows + r;
+        for (int64_t b = 0; b < g.nb; ++b) {
+          info.unpack_block(src + p * g.stride + b * g.group, r, dst + (row * g.nb + b) * g.row_block);
+        }
+      }
+    }
+  });
   return out;
 }
 

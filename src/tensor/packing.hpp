@@ -160,10 +160,14 @@ struct PackingInfo {
   int panel_rows;        // rows interleaved together (the stored rows are a multiple)
   int block_cols;        // columns of one block (cols must be a multiple)
   int block_bytes;       // bytes of one block of one row in the packed form (scales included)
-  // The byte moves of one panel: rows (n_rows of them, nb blocks each, row-major) to
-  // panel `panel`'s bytes, and back (only the panel's real rows are written).
-  void (*pack_panel)(const uint8_t* rows, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* out);
-  void (*unpack_panel)(const uint8_t* in, int64_t n_rows, int64_t nb, int64_t panel, uint8_t* rows);
+  // The byte moves of one row-block: row r (0..panel_rows) of a panel, its block in the
+  // rows (the dtype's block bytes) to and from the panel's group for that block
+  // (block_bytes * panel_rows bytes, zeroed before packing), and what a padding row past
+  // the matrix's last writes into a group (nullptr: it stays zero). pack() and unpack()
+  // walk the panels, rows and blocks.
+  void (*pack_block)(const uint8_t* block, int64_t r, uint8_t* group);
+  void (*unpack_block)(const uint8_t* group, int64_t r, uint8_t* block);
+  void (*pad_block)(int64_t r, uint8_t* group);
 };
 
 // The table entry of a packing (Packing::none included).
