@@ -179,7 +179,7 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     linear_packed_blocks32(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
-  if (w.packing() == Packing::q4_k_x16 || w.packing() == Packing::q5_k_x16 || w.packing() == Packing::q6_k_x16) {
+  if (packed_kquants_reads(w.packing())) {
     linear_packed_kquants(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }

@@ -482,20 +482,27 @@ void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tok
   scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
 }
 
+constexpr PackedProducts kProducts[] = {{Q4K::packing, run<Q4K>, run_scalar<Q4K>},
+                                        {Q5K::packing, run<Q5K>, run_scalar<Q5K>},
+                                        {Q6K::packing, run<Q6K>, run_scalar<Q6K>}};
+
+const PackedProducts& products_of(const Tensor& w) {
+  if (const PackedProducts* e = find_products(kProducts, w.packing())) return *e;
+  throw Error(ErrorCode::internal, "no k-quant packed kernel for " + w.describe());
+}
+
 }  // namespace
+
+bool packed_kquants_reads(Packing packing) noexcept { return find_products(kProducts, packing) != nullptr; }
 
 void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
                            float* y, int64_t y_stride, ThreadPool& pool) {
-  if (w.packing() == Packing::q6_k_x16) return run<Q6K>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
-  if (w.packing() == Packing::q5_k_x16) return run<Q5K>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
-  run<Q4K>(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  products_of(w).run(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
 }
 
 void linear_packed_kquants_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                                   int64_t y_stride) {
-  if (w.packing() == Packing::q6_k_x16) return run_scalar<Q6K>(w, x, x_stride, n_tokens, y, y_stride);
-  if (w.packing() == Packing::q5_k_x16) return run_scalar<Q5K>(w, x, x_stride, n_tokens, y, y_stride);
-  run_scalar<Q4K>(w, x, x_stride, n_tokens, y, y_stride);
+  products_of(w).run_scalar(w, x, x_stride, n_tokens, y, y_stride);
 }
 
 }  // namespace loom::kernels

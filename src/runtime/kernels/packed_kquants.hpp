@@ -24,6 +24,9 @@
 
 namespace loom::kernels {
 
+// Whether these kernels read `packing` (q4_k_x16, q5_k_x16, q6_k_x16).
+bool packed_kquants_reads(Packing packing) noexcept;
+
 // Y[t, r] = dot(W[r, :], X[t, :]) (+ bias[r]) for a q4_k_x16, q5_k_x16 or q6_k_x16 weight W. Rows
 // are split over the pool in whole panels.
 void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,

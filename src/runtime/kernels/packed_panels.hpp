@@ -3,6 +3,7 @@
 // token tiles pass over them, the bias, and whether their VNNI kernels run on this CPU.
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "loom/cpu.hpp"
@@ -41,6 +42,26 @@ void for_each_panel_tile(int64_t p0, int64_t p1, int64_t n_tokens, int max_token
       t0 += width;
     }
   }
+}
+
+// One packing's products in a packed-kernel file: the full one (the VNNI kernel where it
+// runs, the scalar family elsewhere) and the scalar family's alone (the tests' reference).
+// Each file keeps a table of them, one entry per packing it reads.
+struct PackedProducts {
+  Packing packing;
+  void (*run)(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+              int64_t y_stride, ThreadPool& pool);
+  void (*run_scalar)(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+                     int64_t y_stride);
+};
+
+// The entry of `packing` in `table`, or nullptr.
+template <size_t N>
+const PackedProducts* find_products(const PackedProducts (&table)[N], Packing packing) noexcept {
+  for (const PackedProducts& e : table) {
+    if (e.packing == packing) return &e;
+  }
+  return nullptr;
 }
 
 // Splits the panels of a `rows`-row weight over the pool in multiples of `grain` panels;
