@@ -31,65 +31,53 @@ constexpr int64_t kActBlockBytes = 34;  // q8_0 activation block: f16 d, 32 x i8
 // operand; gq4's nibbles are q, its zero point z per row (value q - z), so its dots start
 // at -z * (sum of the activation quants), per lane; q4_1 / q5_1 add m * da * (that sum)
 // after each block's scaled dot.
-struct Q8_0Format {
-  using Layout = packed_layout::Q8_0;
-  static constexpr Packing packing = Packing::q8_0_x16;
-  static constexpr DType dtype = DType::q8_0;
-  static constexpr int kVectors = 8;  // vector j: columns 4j..4j+3, one byte each
-  static constexpr bool kNibbles = false;
-  static constexpr int32_t kBias = 128;
-  static constexpr int kRuns = 1;
-  static constexpr int64_t kZeros = -1;  // no zero points
-  static constexpr int64_t kMins = -1;   // no mins
-  static constexpr int64_t kMasks = -1;  // no fifth bits
-};
-struct Q4_0Format {
-  using Layout = packed_layout::Q4_0;
-  static constexpr Packing packing = Packing::q4_0_x16;
-  static constexpr DType dtype = DType::q4_0;
-  static constexpr int kVectors = 4;  // vector j: columns 4j..4j+3 (low nibbles), 16+4j.. (high)
-  static constexpr bool kNibbles = true;
-  static constexpr int32_t kBias = 8;
-  static constexpr int kRuns = 1;
-  static constexpr int64_t kZeros = -1, kMins = -1, kMasks = -1;
-};
-// q4_1 / q5_0 / q5_1: q4_0's vectors; mins (value d * q + m) and / or fifth bits.
-template <class L, Packing kPacking, DType kDtype, int32_t kOffset, int64_t kMinsAt, int64_t kMasksAt>
-struct LegacyFormat {
+// What a format has unless it says otherwise: one run per scale, no zero points, mins or
+// fifth bits.
+template <class L, Packing kPacking, DType kDtype>
+struct FormatBase {
   using Layout = L;
   static constexpr Packing packing = kPacking;
   static constexpr DType dtype = kDtype;
-  static constexpr int kVectors = 4;
-  static constexpr bool kNibbles = true;
-  static constexpr int32_t kBias = kOffset;
   static constexpr int kRuns = 1;
-  static constexpr int64_t kZeros = -1, kMins = kMinsAt, kMasks = kMasksAt;
+  static constexpr int64_t kZeros = -1, kMins = -1, kMasks = -1;  // offsets in a group; -1: none
 };
-using Q4_1Format = LegacyFormat<packed_layout::Q4_1, Packing::q4_1_x16, DType::q4_1, 0, packed_layout::Q4_1::mins, -1>;
-using Q5_0Format = LegacyFormat<packed_layout::Q5_0, Packing::q5_0_x16, DType::q5_0, 16, -1, packed_layout::Q5_0::masks>;
-using Q5_1Format = LegacyFormat<packed_layout::Q5_1, Packing::q5_1_x16, DType::q5_1, 0, packed_layout::Q5_1::mins,
-                                packed_layout::Q5_1::masks>;
-template <int64_t G, Packing kPacking, DType kDtype>
-struct Gq8Format {
-  using Layout = packed_layout::Gq8<G>;
-  static constexpr Packing packing = kPacking;
-  static constexpr DType dtype = kDtype;
+// Runs of bytes q + 128: vector j holds columns 4j..4j+3, one byte each.
+template <class L, Packing kPacking, DType kDtype>
+struct Bytes : FormatBase<L, kPacking, kDtype> {
   static constexpr int kVectors = 8;
   static constexpr bool kNibbles = false;
   static constexpr int32_t kBias = 128;
-  static constexpr int kRuns = static_cast<int>(G / 32);
-  static constexpr int64_t kZeros = -1, kMins = -1, kMasks = -1;
 };
-template <int64_t G, Packing kPacking, DType kDtype>
-struct Gq4Format {
-  using Layout = packed_layout::Gq4<G>;
-  static constexpr Packing packing = kPacking;
-  static constexpr DType dtype = kDtype;
+// Runs of nibble bytes: vector j holds columns 4j..4j+3 (low nibbles) and 16+4j.. (high).
+template <class L, Packing kPacking, DType kDtype>
+struct Nibbles : FormatBase<L, kPacking, kDtype> {
   static constexpr int kVectors = 4;
   static constexpr bool kNibbles = true;
-  static constexpr int32_t kBias = 0;  // the dots start at -z * sum(a) instead
+  static constexpr int32_t kBias = 0;
+};
+
+using Q8_0Format = Bytes<packed_layout::Q8_0, Packing::q8_0_x16, DType::q8_0>;
+struct Q4_0Format : Nibbles<packed_layout::Q4_0, Packing::q4_0_x16, DType::q4_0> {
+  static constexpr int32_t kBias = 8;
+};
+struct Q4_1Format : Nibbles<packed_layout::Q4_1, Packing::q4_1_x16, DType::q4_1> {  // value d * q + m
+  static constexpr int64_t kMins = packed_layout::Q4_1::mins;
+};
+struct Q5_0Format : Nibbles<packed_layout::Q5_0, Packing::q5_0_x16, DType::q5_0> {
+  static constexpr int32_t kBias = 16;
+  static constexpr int64_t kMasks = packed_layout::Q5_0::masks;
+};
+struct Q5_1Format : Nibbles<packed_layout::Q5_1, Packing::q5_1_x16, DType::q5_1> {
+  static constexpr int64_t kMins = packed_layout::Q5_1::mins, kMasks = packed_layout::Q5_1::masks;
+};
+template <int64_t G, Packing kPacking, DType kDtype>
+struct Gq8Format : Bytes<packed_layout::Gq8<G>, kPacking, kDtype> {
   static constexpr int kRuns = static_cast<int>(G / 32);
-  static constexpr int64_t kZeros = Layout::zeros, kMins = -1, kMasks = -1;
+};
+template <int64_t G, Packing kPacking, DType kDtype>
+struct Gq4Format : Nibbles<packed_layout::Gq4<G>, kPacking, kDtype> {  // dots start at -z * sum(a)
+  static constexpr int kRuns = static_cast<int>(G / 32);
+  static constexpr int64_t kZeros = packed_layout::Gq4<G>::zeros;
 };
 using Gq8_32Format = Gq8Format<32, Packing::gq8_32_x16, DType::gq8_32>;
 using Gq8_64Format = Gq8Format<64, Packing::gq8_64_x16, DType::gq8_64>;
@@ -429,45 +417,32 @@ void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tok
   scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
 }
 
-// Each packing's product, full and scalar-only.
-struct Entry {
-  Packing packing;
-  void (*run)(const Tensor&, const Tensor*, const float*, int64_t, int64_t, float*, int64_t, ThreadPool&);
-  void (*run_scalar)(const Tensor&, const float*, int64_t, int64_t, float*, int64_t);
-};
 template <class F>
-constexpr Entry entry() {
+constexpr PackedProducts products() {
   return {F::packing, run<F>, run_scalar<F>};
 }
-constexpr Entry kEntries[] = {entry<Q8_0Format>(),    entry<Q4_0Format>(),    entry<Q4_1Format>(),
-                              entry<Q5_0Format>(),    entry<Q5_1Format>(),    entry<Gq8_32Format>(),
-                              entry<Gq8_64Format>(),  entry<Gq8_128Format>(), entry<Gq4_32Format>(),
-                              entry<Gq4_64Format>(),  entry<Gq4_128Format>()};
+constexpr PackedProducts kProducts[] = {
+    products<Q8_0Format>(),   products<Q4_0Format>(),   products<Q4_1Format>(),   products<Q5_0Format>(),
+    products<Q5_1Format>(),   products<Gq8_32Format>(), products<Gq8_64Format>(), products<Gq8_128Format>(),
+    products<Gq4_32Format>(), products<Gq4_64Format>(), products<Gq4_128Format>()};
 
-const Entry& entry_of(const Tensor& w) {
-  for (const Entry& e : kEntries) {
-    if (e.packing == w.packing()) return e;
-  }
+const PackedProducts& products_of(const Tensor& w) {
+  if (const PackedProducts* e = find_products(kProducts, w.packing())) return *e;
   throw Error(ErrorCode::internal, "no 32-element-run packed kernel for " + w.describe());
 }
 
 }  // namespace
 
-bool packed_blocks32_reads(Packing packing) noexcept {
-  for (const Entry& e : kEntries) {
-    if (e.packing == packing) return true;
-  }
-  return false;
-}
+bool packed_blocks32_reads(Packing packing) noexcept { return find_products(kProducts, packing) != nullptr; }
 
 void linear_packed_blocks32(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
                             float* y, int64_t y_stride, ThreadPool& pool) {
-  entry_of(w).run(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  products_of(w).run(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
 }
 
 void linear_packed_blocks32_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                                    int64_t y_stride) {
-  entry_of(w).run_scalar(w, x, x_stride, n_tokens, y, y_stride);
+  products_of(w).run_scalar(w, x, x_stride, n_tokens, y, y_stride);
 }
 
 }  // namespace loom::kernels
