@@ -33,6 +33,29 @@ loom::LoadOptions repack_options(loom::RepackMode mode) {
 
 bool native() { return loom::kernels::preferred_packing(loom::DType::q8_0) == loom::Packing::q8_0_x16; }
 
+// Sessions that keep every position's logits, for the 30-odd ids of story.ids.txt.
+loom::SessionOptions all_logits_options() {
+  loom::SessionOptions so;
+  so.all_logits = true;
+  so.context_length = 64;
+  return so;
+}
+
+// A pack of `src` written by loom with `quantize` (a type or preset) or, when empty,
+// its matrices converted to `dtype`.
+fs::path write_converted_pack(const fs::path& src, const fs::path& out, const std::string& quantize,
+                              loom::DType dtype = loom::DType::f32) {
+  loom::PackOptions po;
+  po.load.logger = loom::Logger::silent();
+  if (quantize.empty()) {
+    po.dtype = dtype;
+  } else {
+    po.quantize = quantize;
+  }
+  loom::write_pack(src, out, po);
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -73,9 +96,7 @@ double check_repacked_gguf(const fs::path& ref, loom::DType dtype, loom::Packing
   // Logits: within the bound every kernel family meets (reference_models_test.cpp).
   const auto ids = t::read_ids(dir / "logits" / "story.ids.txt");
   const auto expected = t::read_logits(dir / "logits" / ("story." + name + ".logits.txt"));
-  loom::SessionOptions so;
-  so.all_logits = true;
-  so.context_length = 64;
+  const loom::SessionOptions so = all_logits_options();
   loom::Session s(packed, so);
   s.prefill(ids);
   double worst = 0.0;
@@ -100,29 +121,17 @@ double check_repacked_gguf(const fs::path& ref, loom::DType dtype, loom::Packing
 
 }  // namespace
 
-TEST_CASE("repack: a q8_0 GGUF loads its projections packed, reports them and matches llama.cpp") {
+TEST_CASE("repack: llama.cpp's q8_0, q4_0, q4_k and q6_k GGUFs load their projections packed, reported, matching llama.cpp") {
   LOOM_REQUIRE_REFERENCE(ref);
-  // The packed q8_0 sums follow ggml's generic order, so measured 0.
-  const double worst = check_repacked_gguf(ref, loom::DType::q8_0, loom::Packing::q8_0_x16);
-  if (worst >= 0) WARN("small-quant q8_0 packed: worst relative L2 against llama.cpp " << worst);
-}
-
-TEST_CASE("repack: a q4_0 GGUF loads its projections packed, reports them and matches llama.cpp") {
-  LOOM_REQUIRE_REFERENCE(ref);
-  const double worst = check_repacked_gguf(ref, loom::DType::q4_0, loom::Packing::q4_0_x16);
-  if (worst >= 0) WARN("small-quant q4_0 packed: worst relative L2 against llama.cpp " << worst);
-}
-
-TEST_CASE("repack: a q6_k GGUF loads its projections packed, reports them and matches llama.cpp") {
-  LOOM_REQUIRE_REFERENCE(ref);
-  const double worst = check_repacked_gguf(ref, loom::DType::q6_k, loom::Packing::q6_k_x16);
-  if (worst >= 0) WARN("small-quant q6_k packed: worst relative L2 against llama.cpp " << worst);
-}
-
-TEST_CASE("repack: a q4_k GGUF loads its projections packed, reports them and matches llama.cpp") {
-  LOOM_REQUIRE_REFERENCE(ref);
-  const double worst = check_repacked_gguf(ref, loom::DType::q4_k, loom::Packing::q4_k_x16);
-  if (worst >= 0) WARN("small-quant q4_k packed: worst relative L2 against llama.cpp " << worst);
+  // The packed q8_0 and q4_0 sums follow ggml's generic order: measured 0 for both.
+  for (const auto& [dtype, packing] : {std::pair{loom::DType::q8_0, loom::Packing::q8_0_x16},
+                                       std::pair{loom::DType::q4_0, loom::Packing::q4_0_x16},
+                                       std::pair{loom::DType::q4_k, loom::Packing::q4_k_x16},
+                                       std::pair{loom::DType::q6_k, loom::Packing::q6_k_x16}}) {
+    INFO(loom::dtype_name(dtype));
+    const double worst = check_repacked_gguf(ref, dtype, packing);
+    if (worst >= 0) WARN("small-quant " << loom::dtype_name(dtype) << " packed: worst relative L2 against llama.cpp " << worst);
+  }
 }
 
 TEST_CASE("repack: packs written from a packed load hold rows, and draft copies of a packed target are the same") {
@@ -162,12 +171,9 @@ TEST_CASE("repack: packs quantized by loom in q4_1, q5_0, q5_1 load packed, as a
                                       std::pair{loom::DType::q5_1, loom::Packing::q5_1_x16}}) {
     const std::string name(loom::dtype_name(type));
     INFO(name);
-    loom::PackOptions po;
-    po.load.logger = loom::Logger::silent();
-    po.quantize = name;
-    loom::write_pack(dir / "small-quant-f32.gguf", tmp / name, po);
-    const auto plain = loom::load_model(tmp / name, repack_options(loom::RepackMode::off));
-    const auto packed = loom::load_model(tmp / name, repack_options(loom::RepackMode::automatic));
+    const fs::path pack = write_converted_pack(dir / "small-quant-f32.gguf", tmp / name, name);
+    const auto plain = loom::load_model(pack, repack_options(loom::RepackMode::off));
+    const auto packed = loom::load_model(pack, repack_options(loom::RepackMode::automatic));
     REQUIRE(plain->weights().layers[0].attn_q.dtype() == type);
     if (loom::kernels::preferred_packing(type) != packing) {
       WARN("SKIPPED: this CPU has no AVX-512 VNNI, so nothing is packed");
@@ -176,14 +182,9 @@ TEST_CASE("repack: packs quantized by loom in q4_1, q5_0, q5_1 load packed, as a
     CHECK(packed->load_report()->repacked_tensors == 29);
     CHECK(packed->weights().layers[2].ffn_gate.packing() == packing);
     t::check_same_rows(*plain, *packed);
-    loom::SessionOptions so;
-    so.all_logits = true;
-    so.context_length = 64;
-    loom::PackOptions fo;
-    fo.load.logger = loom::Logger::silent();
-    fo.dtype = loom::DType::f32;
-    loom::write_pack(tmp / name, tmp / (name + "-f32"), fo);
-    const auto exact = loom::load_model(tmp / (name + "-f32"), repack_options(loom::RepackMode::off));
+    const auto exact =
+        loom::load_model(write_converted_pack(pack, tmp / (name + "-f32"), ""), repack_options(loom::RepackMode::off));
+    const loom::SessionOptions so = all_logits_options();
     loom::Session a(plain, so), b(packed, so), c(exact, so);
     a.prefill(ids);
     b.prefill(ids);
@@ -210,12 +211,9 @@ TEST_CASE("repack: a q5_k_m pack quantized by loom loads its q5_k and q6_k proje
   LOOM_REQUIRE_REFERENCE(ref);
   const fs::path dir = ref / "models" / "small-quant";
   t::TempDir tmp;
-  loom::PackOptions po;
-  po.load.logger = loom::Logger::silent();
-  po.quantize = "q5_k_m";
-  loom::write_pack(dir / "small-quant-f32.gguf", tmp / "q5_k_m", po);
-  const auto plain = loom::load_model(tmp / "q5_k_m", repack_options(loom::RepackMode::off));
-  const auto packed = loom::load_model(tmp / "q5_k_m", repack_options(loom::RepackMode::automatic));
+  const fs::path pack = write_converted_pack(dir / "small-quant-f32.gguf", tmp / "q5_k_m", "q5_k_m");
+  const auto plain = loom::load_model(pack, repack_options(loom::RepackMode::off));
+  const auto packed = loom::load_model(pack, repack_options(loom::RepackMode::automatic));
   REQUIRE(plain->weights().layers[0].attn_q.dtype() == loom::DType::q5_k);
   REQUIRE(plain->weights().layers[0].ffn_down.dtype() == loom::DType::q6_k);
   if (loom::kernels::preferred_packing(loom::DType::q5_k) != loom::Packing::q5_k_x16) {
@@ -235,9 +233,7 @@ TEST_CASE("repack: a q5_k_m pack quantized by loom loads its q5_k and q6_k proje
   // activations: the logits agree to rounding, and the packed prefill equals its own
   // step-by-step decode bit for bit.
   const auto ids = t::read_ids(dir / "logits" / "story.ids.txt");
-  loom::SessionOptions so;
-  so.all_logits = true;
-  so.context_length = 64;
+  const loom::SessionOptions so = all_logits_options();
   loom::Session a(plain, so), b(packed, so), step(packed, so);
   a.prefill(ids);
   b.prefill(ids);
