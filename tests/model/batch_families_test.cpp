@@ -201,40 +201,28 @@ TEST_CASE("batch families: small-quant q8_0 q4_0 q4_k q6_k with packed projectio
   }
 }
 
-TEST_CASE("batch families: packs quantized by loom (gq4, q4_k, q8_0) decode batched bit-identically") {
+TEST_CASE("batch families: packs quantized by loom decode batched bit-identically, as rows and with packed projections") {
   LOOM_REQUIRE_REFERENCE(ref);
   t::TempDir tmp;
-  for (const auto& [name, group] : {std::pair{std::string("gq4"), 32}, std::pair{std::string("q4_k"), 0},
-                                    std::pair{std::string("q8_0"), 0}}) {
-    loom::PackOptions po;
-    po.load.logger = loom::Logger::silent();
-    po.quantize = name;
-    po.group_size = group;
-    const fs::path pack = tmp / name;
-    loom::write_pack(ref / "models" / "small-quant" / "small-quant-f32.gguf", pack, po);
-    check_model(load(pack), "small-quant " + name + " pack");
-  }
-}
-
-TEST_CASE("batch families: gq8, gq4, q4_1, q5_0 and q5_1 packs loaded with packed projections decode batched bit-identically") {
-  LOOM_REQUIRE_REFERENCE(ref);
-  t::TempDir tmp;
-  loom::LoadOptions o = t::quiet_load_options();
-  o.repack = loom::RepackMode::automatic;
+  loom::LoadOptions repacked = t::quiet_load_options();
+  repacked.repack = loom::RepackMode::automatic;
   const bool vnni = loom::kernels::preferred_packing(loom::DType::gq4_32) != loom::Packing::none;
   for (const auto& [name, group] : {std::pair{std::string("gq4"), 32}, std::pair{std::string("gq4"), 128},
-                                    std::pair{std::string("gq8"), 64}, std::pair{std::string("q4_1"), 0},
+                                    std::pair{std::string("gq8"), 64}, std::pair{std::string("q4_k"), 0},
+                                    std::pair{std::string("q8_0"), 0}, std::pair{std::string("q4_1"), 0},
                                     std::pair{std::string("q5_0"), 0}, std::pair{std::string("q5_1"), 0}}) {
     loom::PackOptions po;
     po.load.logger = loom::Logger::silent();
     po.quantize = name;
     po.group_size = group;
+    const std::string label = "small-quant " + name + "_" + std::to_string(group) + " pack";
     const fs::path pack = tmp / (name + "_" + std::to_string(group));
     loom::write_pack(ref / "models" / "small-quant" / "small-quant-f32.gguf", pack, po);
-    const auto model = loom::load_model(pack, o);
+    check_model(load(pack), label);
+    const auto model = loom::load_model(pack, repacked);
     // 4 layers x 7 projections and the untied output.
     CHECK(model->load_report()->repacked_tensors == (vnni ? 29 : 0));
-    check_model(model, "small-quant " + name + "_" + std::to_string(group) + " pack, repacked");
+    check_model(model, label + ", repacked");
   }
 }
 
