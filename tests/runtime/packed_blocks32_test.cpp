@@ -15,7 +15,6 @@
 #include "loom/tensor.hpp"
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
-#include "runtime/kernels/packed_blocks32.hpp"
 #include "runtime/kernels/packed_panels.hpp"
 #include "support/packed_products.hpp"
 #include "support/test_support.hpp"
@@ -123,7 +122,7 @@ TEST_CASE("packed q8_0, q4_0, q4_1, q5_0, q5_1, gq8 and gq4: products match the 
     for (const int64_t rows : {1, 13, 16, 40, 75}) {
       for (const int64_t cols : cols_for(c)) {
         const Tensor w = t::random_quantized(c.dtype, rows, cols, rng);
-        t::check_packed_products(w, loom::pack(w, c.packing), loom::kernels::linear_packed_blocks32_scalar, rng);
+        t::check_packed_products(w, loom::pack(w, c.packing), rng);
       }
     }
   }

@@ -16,6 +16,7 @@
 #include "loom/tensor.hpp"
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 #include "support/test_support.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -36,12 +37,11 @@ inline Tensor random_quantized(DType dtype, int64_t rows, int64_t cols, std::mt1
   return t;
 }
 
-// The packed product on the scalar family (linear_packed_*_scalar).
-using ScalarPackedProduct = void (*)(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-                                     int64_t y_stride);
-
 // `w` row-major, `p` its packed copy; products over 1, 2, 3, 5, 8 and 13 random tokens.
-inline void check_packed_products(const Tensor& w, const Tensor& p, ScalarPackedProduct scalar, std::mt19937& rng) {
+inline void check_packed_products(const Tensor& w, const Tensor& p, std::mt19937& rng) {
+  const kernels::PackedProducts* products = kernels::packed_products(p.packing());
+  REQUIRE(products != nullptr);
+  const auto scalar = products->run_scalar;  // the packed product on the scalar family
   ThreadPool one(1), two(2);
   const int64_t rows = w.shape()[0], cols = w.shape()[1];
   std::vector<float> wf(static_cast<size_t>(rows * cols));

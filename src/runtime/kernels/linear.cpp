@@ -175,12 +175,12 @@ void matvec_rows(const Tensor& w, const float* x, float* y, int64_t r0, int64_t 
 
 void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride,
             int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool, bool bf16_activations) {
-  if (packed_blocks32_reads(w.packing())) {
-    linear_packed_blocks32(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
-    return;
-  }
-  if (packed_kquants_reads(w.packing())) {
-    linear_packed_kquants(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
+  if (w.packing() != Packing::none) {
+    const PackedProducts* products = packed_products(w.packing());
+    if (products == nullptr) {
+      throw Error(ErrorCode::internal, "no packed kernel reads " + w.describe());
+    }
+    products->run(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
     return;
   }
   check_weight(w);
@@ -214,6 +214,13 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     gemm_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
     add_bias(bias, r0, r1, n_tokens, y, y_stride);
   });
+}
+
+const PackedProducts* packed_products(Packing packing) noexcept {
+  for (const auto table : {packed_blocks32_products(), packed_kquants_products()}) {
+    if (const PackedProducts* e = find_products(table, packing)) return e;
+  }
+  return nullptr;
 }
 
 bool linear_supports(DType dtype) noexcept {

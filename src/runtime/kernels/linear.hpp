@@ -39,6 +39,10 @@ void add_bias(const Tensor* bias, int64_t r0, int64_t r1, int64_t n_tokens, floa
 // this CPU at the current ISA cap, or Packing::none. Packed weights (w.packing()) go to
 // their own kernels (runtime/kernels/packed_blocks32.hpp, packed_kquants.hpp).
 Packing preferred_packing(DType dtype) noexcept;
+// The products linear() runs for weights packed as `packing` (the packed-kernel files'
+// tables, runtime/kernels/packed_panels.hpp), or nullptr when none reads it.
+struct PackedProducts;
+const PackedProducts* packed_products(Packing packing) noexcept;
 // True when linear() has a kernel for weights of this dtype.
 bool linear_supports(DType dtype) noexcept;
 

@@ -342,7 +342,7 @@ struct ActBuffers {
   std::vector<int32_t> sums;
 };
 
-Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf, ThreadPool* pool) {
+Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf, ThreadPool* pool) {
   const int64_t nb = cols / kBlock;
   const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(DType::q8_0, cols));
   buf.blocks.resize(static_cast<size_t>(row_bytes * n_tokens));
@@ -389,60 +389,27 @@ Weights weights_of(const Tensor& w) {
   return {static_cast<const uint8_t*>(w.raw_data()), groups * kGroup<F>, groups, w.shape()[0]};
 }
 
-template <class F>
-void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-         int64_t y_stride, ThreadPool& pool) {
-  if (n_tokens <= 0) return;
-  const Weights weights = weights_of<F>(w);
-  // The calling thread's buffers, named through a local reference: inside a lambda a
-  // thread_local would name each worker's own instance.
-  thread_local ActBuffers buffers_storage;
-  ActBuffers& buffers = buffers_storage;
-  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
-  const bool native = packed_vnni_native();
-  over_panels(pool, weights.rows, 2, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
-    if (native) {
-      vnni_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
-    } else {
-      scalar_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
-    }
-  });
-}
+// This file's parts of the packed products (run_packed, packed_panels.hpp).
+struct Kernel {
+  using Buffers = ActBuffers;
+  static constexpr int64_t kPanelGrain = 2;
+  static constexpr auto quantize = &quantize_acts;
+  template <class F>
+  static constexpr auto weights = &weights_of<F>;
+  template <class F>
+  static constexpr auto vnni = &vnni_panels<F>;
+  template <class F>
+  static constexpr auto scalar = &scalar_panels<F>;
+};
 
-template <class F>
-void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  const Weights weights = weights_of<F>(w);
-  ActBuffers buffers;
-  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
-  scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
-}
-
-template <class F>
-constexpr PackedProducts products() {
-  return {F::packing, run<F>, run_scalar<F>};
-}
 constexpr PackedProducts kProducts[] = {
-    products<Q8_0Format>(),   products<Q4_0Format>(),   products<Q4_1Format>(),   products<Q5_0Format>(),
-    products<Q5_1Format>(),   products<Gq8_32Format>(), products<Gq8_64Format>(), products<Gq8_128Format>(),
-    products<Gq4_32Format>(), products<Gq4_64Format>(), products<Gq4_128Format>()};
-
-const PackedProducts& products_of(const Tensor& w) {
-  if (const PackedProducts* e = find_products(kProducts, w.packing())) return *e;
-  throw Error(ErrorCode::internal, "no 32-element-run packed kernel for " + w.describe());
-}
+    products_of<Kernel, Q8_0Format>(),    products_of<Kernel, Q4_0Format>(),    products_of<Kernel, Q4_1Format>(),
+    products_of<Kernel, Q5_0Format>(),    products_of<Kernel, Q5_1Format>(),    products_of<Kernel, Gq8_32Format>(),
+    products_of<Kernel, Gq8_64Format>(),  products_of<Kernel, Gq8_128Format>(), products_of<Kernel, Gq4_32Format>(),
+    products_of<Kernel, Gq4_64Format>(),  products_of<Kernel, Gq4_128Format>()};
 
 }  // namespace
 
-bool packed_blocks32_reads(Packing packing) noexcept { return find_products(kProducts, packing) != nullptr; }
-
-void linear_packed_blocks32(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
-                            float* y, int64_t y_stride, ThreadPool& pool) {
-  products_of(w).run(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
-}
-
-void linear_packed_blocks32_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-                                   int64_t y_stride) {
-  products_of(w).run_scalar(w, x, x_stride, n_tokens, y, y_stride);
-}
+std::span<const PackedProducts> packed_blocks32_products() noexcept { return kProducts; }
 
 }  // namespace loom::kernels

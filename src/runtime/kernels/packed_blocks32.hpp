@@ -12,25 +12,15 @@
 // products with packed weights are batch invariant like every other. They differ in the
 // last bits from the row-major kernels, which sum even and odd blocks apart.
 #pragma once
-#include <cstdint>
+#include <span>
 
-#include "loom/tensor.hpp"
-#include "loom/thread_pool.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 
 namespace loom::kernels {
 
-// Whether these kernels read `packing` (q8_0_x16, q4_0_x16, q4_1_x16, q5_0_x16, q5_1_x16,
-// gq8_G_x16, gq4_G_x16).
-bool packed_blocks32_reads(Packing packing) noexcept;
-
-// Y[t, r] = dot(W[r, :], X[t, :]) (+ bias[r]) for a weight W in one of those packings.
-// Rows are split over the pool in whole panels.
-void linear_packed_blocks32(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
-                            float* y, int64_t y_stride, ThreadPool& pool);
-
-// For tests: the same product on the scalar family, whatever the CPU.
-void linear_packed_blocks32_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-                                   int64_t y_stride);
-
+// The products of these packings (q8_0_x16, q4_0_x16, q4_1_x16, q5_0_x16, q5_1_x16,
+// gq8_G_x16, gq4_G_x16): Y[t, r] = dot(W[r, :], X[t, :]) (+ bias[r]), rows split over
+// the pool in whole panels; linear() finds them through packed_products().
+std::span<const PackedProducts> packed_blocks32_products() noexcept;
 
 }  // namespace loom::kernels

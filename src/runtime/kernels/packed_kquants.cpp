@@ -405,7 +405,7 @@ struct ActBuffers {
   std::vector<int32_t> mins;
 };
 
-Acts quantize(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf,
+Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf,
               ThreadPool* pool) {
   const int64_t nb = cols / kBlock;
   const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(DType::q8_k, cols));
@@ -454,55 +454,24 @@ Weights weights_of(const Tensor& w) {
   return {static_cast<const uint8_t*>(w.raw_data()), nb * F::kGroupBytes, F::kGroupBytes, nb, w.shape()[0]};
 }
 
-template <class F>
-void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-         int64_t y_stride, ThreadPool& pool) {
-  if (n_tokens <= 0) return;
-  const Weights weights = weights_of<F>(w);
-  // The calling thread's buffers, named through a local reference: inside a lambda a
-  // thread_local would name each worker's own instance.
-  thread_local ActBuffers buffers_storage;
-  ActBuffers& buffers = buffers_storage;
-  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
-  const bool native = packed_vnni_native();
-  over_panels(pool, weights.rows, 1, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
-    if (native) {
-      vnni_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
-    } else {
-      scalar_panels<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
-    }
-  });
-}
+// This file's parts of the packed products (run_packed, packed_panels.hpp).
+struct Kernel {
+  using Buffers = ActBuffers;
+  static constexpr int64_t kPanelGrain = 1;
+  static constexpr auto quantize = &quantize_acts;
+  template <class F>
+  static constexpr auto weights = &weights_of<F>;
+  template <class F>
+  static constexpr auto vnni = &vnni_panels<F>;
+  template <class F>
+  static constexpr auto scalar = &scalar_panels<F>;
+};
 
-template <class F>
-void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  const Weights weights = weights_of<F>(w);
-  ActBuffers buffers;
-  const Acts acts = quantize(x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
-  scalar_panels<F>(weights, acts, 0, (weights.rows + kPanelRows - 1) / kPanelRows, n_tokens, y, y_stride);
-}
-
-constexpr PackedProducts kProducts[] = {{Q4K::packing, run<Q4K>, run_scalar<Q4K>},
-                                        {Q5K::packing, run<Q5K>, run_scalar<Q5K>},
-                                        {Q6K::packing, run<Q6K>, run_scalar<Q6K>}};
-
-const PackedProducts& products_of(const Tensor& w) {
-  if (const PackedProducts* e = find_products(kProducts, w.packing())) return *e;
-  throw Error(ErrorCode::internal, "no k-quant packed kernel for " + w.describe());
-}
+constexpr PackedProducts kProducts[] = {products_of<Kernel, Q4K>(), products_of<Kernel, Q5K>(),
+                                        products_of<Kernel, Q6K>()};
 
 }  // namespace
 
-bool packed_kquants_reads(Packing packing) noexcept { return find_products(kProducts, packing) != nullptr; }
-
-void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
-                           float* y, int64_t y_stride, ThreadPool& pool) {
-  products_of(w).run(w, bias, x, x_stride, n_tokens, y, y_stride, pool);
-}
-
-void linear_packed_kquants_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-                                  int64_t y_stride) {
-  products_of(w).run_scalar(w, x, x_stride, n_tokens, y, y_stride);
-}
+std::span<const PackedProducts> packed_kquants_products() noexcept { return kProducts; }
 
 }  // namespace loom::kernels

@@ -17,24 +17,15 @@
 // weights are batch invariant. They differ in the last bits from the row-major kernels,
 // which order their sums otherwise.
 #pragma once
-#include <cstdint>
+#include <span>
 
-#include "loom/tensor.hpp"
-#include "loom/thread_pool.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 
 namespace loom::kernels {
 
-// Whether these kernels read `packing` (q4_k_x16, q5_k_x16, q6_k_x16).
-bool packed_kquants_reads(Packing packing) noexcept;
-
-// Y[t, r] = dot(W[r, :], X[t, :]) (+ bias[r]) for a q4_k_x16, q5_k_x16 or q6_k_x16 weight W. Rows
-// are split over the pool in whole panels.
-void linear_packed_kquants(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens,
-                           float* y, int64_t y_stride, ThreadPool& pool);
-
-// For tests: the same product on the scalar family, whatever the CPU.
-void linear_packed_kquants_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
-                                  int64_t y_stride);
-
+// The products of these packings (q4_k_x16, q5_k_x16, q6_k_x16): Y[t, r] = dot(W[r, :],
+// X[t, :]) (+ bias[r]), rows split over the pool in whole panels; linear() finds them
+// through packed_products().
+std::span<const PackedProducts> packed_kquants_products() noexcept;
 
 }  // namespace loom::kernels

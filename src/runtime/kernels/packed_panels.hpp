@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "loom/cpu.hpp"
 #include "loom/tensor.hpp"
@@ -56,8 +57,7 @@ struct PackedProducts {
 };
 
 // The entry of `packing` in `table`, or nullptr.
-template <size_t N>
-const PackedProducts* find_products(const PackedProducts (&table)[N], Packing packing) noexcept {
+inline const PackedProducts* find_products(std::span<const PackedProducts> table, Packing packing) noexcept {
   for (const PackedProducts& e : table) {
     if (e.packing == packing) return &e;
   }
@@ -74,6 +74,49 @@ void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bi
     range(p0, p1);
     add_bias(bias, p0 * kPackedPanelRows, std::min(rows, p1 * kPackedPanelRows), n_tokens, y, y_stride);
   });
+}
+
+// The products of a packed-kernel file K for one format F, from K's parts:
+//   K::Buffers                the storage of one call's quantized activations;
+//   K::quantize(x, x_stride, n_tokens, cols, buffers, pool or nullptr) -> activations;
+//   K::weights<F>(w)          the weight's panels (checks w's packing, dtype and rank);
+//   K::vnni<F>, K::scalar<F>  (weights, activations, p0, p1, n_tokens, y, y_stride): the
+//                             panels [p0, p1) on the VNNI kernel / the scalar family;
+//   K::kPanelGrain            panels per unit of the split over the pool.
+template <class K, class F>
+void run_packed(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+                int64_t y_stride, ThreadPool& pool) {
+  if (n_tokens <= 0) return;
+  const auto weights = K::template weights<F>(w);
+  // The calling thread's buffers, named through a local reference: inside a lambda a
+  // thread_local would name each worker's own instance.
+  thread_local typename K::Buffers buffers_storage;
+  typename K::Buffers& buffers = buffers_storage;
+  const auto acts = K::quantize(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
+  const bool native = packed_vnni_native();
+  over_panels(pool, weights.rows, K::kPanelGrain, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
+    if (native) {
+      K::template vnni<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
+    } else {
+      K::template scalar<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
+    }
+  });
+}
+
+template <class K, class F>
+void run_packed_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+                       int64_t y_stride) {
+  const auto weights = K::template weights<F>(w);
+  typename K::Buffers buffers;
+  const auto acts = K::quantize(x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
+  K::template scalar<F>(weights, acts, 0, (weights.rows + kPackedPanelRows - 1) / kPackedPanelRows, n_tokens, y,
+                        y_stride);
+}
+
+// A format's table entry.
+template <class K, class F>
+constexpr PackedProducts products_of() {
+  return {F::packing, run_packed<K, F>, run_packed_scalar<K, F>};
 }
 
 }  // namespace loom::kernels
