@@ -133,13 +133,7 @@ void linear_quantized(const Tensor& w, const float* x, int64_t x_stride, int64_t
       quant::quantize_activations(act, x + t * x_stride, act_data + static_cast<size_t>(t) * act_row_bytes, cols);
     }
   };
-  // A row quantizes in about a microsecond, less than waking the pool costs: decode
-  // (one token, two parallel sections per product otherwise) does it on this thread.
-  if (n_tokens <= 2) {
-    quantize(0, n_tokens, 0);
-  } else {
-    pool.parallel_for(n_tokens, 1, quantize);
-  }
+  quantize_token_rows(&pool, n_tokens, quantize);
   const auto row_bytes = static_cast<size_t>(dtype_bytes(w.dtype(), cols, cols));
   const auto* base = static_cast<const std::byte*>(w.raw_data());
   pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {

@@ -369,22 +369,13 @@ Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t c
       }
     }
   };
-  // As for the row-major kernels: a row quantizes in about a microsecond, less than
-  // waking the pool, so a decode step's (one or two tokens) stay on this thread.
-  if (pool == nullptr || n_tokens <= 2) {
-    rows(0, n_tokens, 0);
-  } else {
-    pool->parallel_for(n_tokens, 1, rows);
-  }
+  quantize_token_rows(pool, n_tokens, rows);
   return {blocks_base, row_bytes, da, sums, nb};
 }
 
 template <class F>
 Weights weights_of(const Tensor& w) {
-  if (w.packing() != F::packing || w.dtype() != F::dtype || w.shape().rank() != 2) {
-    throw Error(ErrorCode::internal, "the packed " + std::string(packing_name(F::packing)) + " kernel got " +
-                                         w.describe());
-  }
+  check_packed_weight(w, F::packing, F::dtype);
   const int64_t groups = w.shape()[1] / (kBlock * F::kRuns);
   return {static_cast<const uint8_t*>(w.raw_data()), groups * kGroup<F>, groups, w.shape()[0]};
 }

@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "loom/cpu.hpp"
+#include "loom/error.hpp"
 #include "loom/tensor.hpp"
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
@@ -62,6 +64,15 @@ inline const PackedProducts* find_products(std::span<const PackedProducts> table
     if (e.packing == packing) return &e;
   }
   return nullptr;
+}
+
+// A packed kernel's guard: `w` holds `packing` of `dtype`, rank 2 (else an internal error
+// naming the kernel and the tensor).
+inline void check_packed_weight(const Tensor& w, Packing packing, DType dtype) {
+  if (w.packing() != packing || w.dtype() != dtype || w.shape().rank() != 2) {
+    throw Error(ErrorCode::internal,
+                "the packed " + std::string(packing_name(packing)) + " kernel got " + w.describe());
+  }
 }
 
 // Splits the panels of a `rows`-row weight over the pool in multiples of `grain` panels;
