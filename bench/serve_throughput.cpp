@@ -67,12 +67,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto rows = loom::bench::synthetic_model(config, *dtype);
-  if (args["--repack"] != "off" && args["--repack"] != "auto") {
-    std::fprintf(stderr, "unknown --repack mode %s (expected off, auto)\n", args["--repack"].c_str());
+  // One mode: rows, or the packed copy (rows where no matrix of this dtype has a packing).
+  if (loom::bench::split(args["--repack"]).size() != 1) {
+    std::fprintf(stderr, "--repack takes one mode here (off or auto)\n");
     return 2;
   }
-  const auto packed = args["--repack"] == "auto" ? loom::bench::repacked_copy(*rows) : nullptr;
-  const auto& bare = packed ? packed : rows;
+  const auto models = loom::bench::models_for_repack(rows, args["--repack"]);
+  if (!models) return 2;
+  const auto& bare = models->empty() ? rows : models->front();
   const auto model = std::make_shared<const loom::Model>(bare->config(), bare->weights(), tok);
   std::printf("serve_throughput: shape %s (%s, %s), %d clients x %d requests, prompt %d tokens, %d generated each\n",
               args["--shape"].c_str(), args["--dtype"].c_str(), loom::bench::layout_of(*bare).c_str(), clients,
