@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer harness for DURATION seconds from its seed corpus. Builds
-# nothing: configure and build first, e.g.
+# Runs every libFuzzer harness for DURATION seconds from its seed corpus, one per core
+# at a time (FUZZ_JOBS overrides). Builds nothing: configure and build first, e.g.
 #   cmake --preset fuzz && cmake --build build-fuzz -j"$(nproc)"
 # Usage: tests/fuzz/run_all.sh DURATION [BUILD_DIR]   (BUILD_DIR defaults to build-fuzz)
 # New inputs go to BUILD_DIR/tests/fuzz/corpus/<harness>/ (kept between runs), crash
@@ -24,26 +24,47 @@ done
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mkdir -p "$fuzz_dir/artifacts"
-status=0
-summary=()
-for h in "${harnesses[@]}"; do
-  corpus=$fuzz_dir/corpus/$h
+# One harness per core at a time (libFuzzer runs on one thread): FUZZ_JOBS overrides.
+jobs=${FUZZ_JOBS:-$(nproc)}
+
+# Runs harness $1; its verdict line goes to artifacts/<harness>.result.
+run_one() {
+  local h=$1 corpus=$fuzz_dir/corpus/$1 log=$fuzz_dir/artifacts/$1.log result execs cov
   mkdir -p "$corpus"
-  log=$fuzz_dir/artifacts/$h.log
-  echo "=== fuzz $h for ${duration}s"
   if "$fuzz_dir/loom_fuzz_$h" -max_total_time="$duration" -timeout=10 -rss_limit_mb=2048 \
        -max_len=65536 -print_final_stats=1 -artifact_prefix="$fuzz_dir/artifacts/$h-" \
        "$corpus" "$fuzz_dir/seeds/$h" >"$log" 2>&1; then
     result=ok
   else
     result=FAILED
-    status=1
-    tail -n 40 "$log"
   fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | grep -o '[0-9]*' || echo "?")
-  summary+=("$h: $result, $execs executions, coverage $cov")
+  echo "$h: $result, $execs executions, coverage $cov" >"$fuzz_dir/artifacts/$h.result"
+}
+
+echo "=== fuzzing ${#harnesses[@]} harnesses for ${duration}s each, $jobs at a time"
+running=0
+for h in "${harnesses[@]}"; do
+  if (( running >= jobs )); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  rm -f "$fuzz_dir/artifacts/$h.result"
+  run_one "$h" &
+  running=$((running + 1))
 done
+wait || true
+
+status=0
 echo "=== fuzz summary"
-printf '%s\n' "${summary[@]}"
+for h in "${harnesses[@]}"; do
+  line=$(cat "$fuzz_dir/artifacts/$h.result" 2>/dev/null || echo "$h: FAILED, no result")
+  echo "$line"
+  if [[ $line != "$h: ok,"* ]]; then
+    status=1
+    echo "--- $h: the end of its log ($fuzz_dir/artifacts/$h.log)"
+    tail -n 40 "$fuzz_dir/artifacts/$h.log" || true
+  fi
+done
 exit $status

@@ -209,7 +209,7 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
   // across the run's dot products they would take registers the tile needs (q8_0's
   // 2 x 6 tile ran 10% slower so).
   for (int64_t gi = 0; gi < w.groups; ++gi) {
-    _Pragma("GCC unroll 4") for (int s = 0; s < F::kRuns; ++s) {
+    for (int s = 0; s < F::kRuns; ++s) {
       const int64_t b = gi * F::kRuns + s;
       __m512i dot[P][T];
       [[maybe_unused]] __m512i zero[P];
