@@ -57,6 +57,10 @@ enum class Packing : uint8_t {
   q4_1_x16 = 12,
   q5_0_x16 = 13,
   q5_1_x16 = 14,
+  // q2_k, q3_k in panels of 16 rows: q6_k_x16's shape, 4 bytes of 2-bit quants (and q3_k's
+  // high bits) of each row side by side, the scales as bytes.
+  q2_k_x16 = 15,
+  q3_k_x16 = 16,
 };
 std::string_view packing_name(Packing packing) noexcept;
 

@@ -158,6 +158,63 @@ void unpack_q6_k(const uint8_t* g, int64_t r, uint8_t* block) {
   for (int64_t i = 0; i < 64; ++i) block[128 + i] = g[q6k_high_at(r, i)];
 }
 
+// q2_k_x16 (packed_layout::Q2K): the row block's bytes reordered (row block: scales[16],
+// qs[64], d, dmin).
+void pack_q2_k(const uint8_t* block, int64_t r, uint8_t* g) {
+  using L = packed_layout::Q2K;
+  std::memcpy(g + L::d + 2 * r, block + 80, 2);
+  std::memcpy(g + L::dmin + 2 * r, block + 82, 2);
+  for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = block[s];
+  for (int64_t i = 0; i < 64; ++i) g[L::quant_at(r, i)] = block[16 + i];
+}
+void unpack_q2_k(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Q2K;
+  std::memcpy(block + 80, g + L::d + 2 * r, 2);
+  std::memcpy(block + 82, g + L::dmin + 2 * r, 2);
+  for (int64_t s = 0; s < 16; ++s) block[s] = g[L::scales + s * 16 + r];
+  for (int64_t i = 0; i < 64; ++i) block[16 + i] = g[L::quant_at(r, i)];
+}
+
+// The sixteen 6-bit scales of a q3_k block (biased by 32) from its 12 bytes, and back:
+// scale j's low nibble is nibble j / 8 of byte j % 8, its top two bits are bits
+// 2(j / 4), 2(j / 4) + 1 of byte 8 + j % 4 (every bit of the 12 bytes is one of the 96
+// bits of the sixteen values, so this is exact).
+void q3k_decode_scales(const uint8_t* s, uint8_t* sc) {
+  for (int j = 0; j < 16; ++j) {
+    const int low = (s[j % 8] >> (4 * (j / 8))) & 0xF;
+    const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    sc[j] = static_cast<uint8_t>(low | (high << 4));
+  }
+}
+void q3k_encode_scales(const uint8_t* sc, uint8_t* s) {
+  std::memset(s, 0, 12);
+  for (int j = 0; j < 16; ++j) {
+    s[j % 8] = static_cast<uint8_t>(s[j % 8] | ((sc[j] & 0xF) << (4 * (j / 8))));
+    s[8 + j % 4] = static_cast<uint8_t>(s[8 + j % 4] | ((sc[j] >> 4) << (2 * (j / 4))));
+  }
+}
+
+// q3_k_x16 (packed_layout::Q3K): d, the scales decoded to int8 (value - 32), the hmask
+// and qs bytes reordered (row block: hmask[32], qs[64], scales[12], d).
+void pack_q3_k(const uint8_t* block, int64_t r, uint8_t* g) {
+  using L = packed_layout::Q3K;
+  std::memcpy(g + L::d + 2 * r, block + 108, 2);
+  uint8_t sc[16];
+  q3k_decode_scales(block + 96, sc);
+  for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = static_cast<uint8_t>(sc[s] - 32);
+  for (int64_t l = 0; l < 32; ++l) g[L::hmask_at(r, l)] = block[l];
+  for (int64_t i = 0; i < 64; ++i) g[L::quant_at(r, i)] = block[32 + i];
+}
+void unpack_q3_k(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Q3K;
+  std::memcpy(block + 108, g + L::d + 2 * r, 2);
+  uint8_t sc[16];
+  for (int64_t s = 0; s < 16; ++s) sc[s] = static_cast<uint8_t>((g[L::scales + s * 16 + r] + 32) & 63);
+  q3k_encode_scales(sc, block + 96);
+  for (int64_t l = 0; l < 32; ++l) block[l] = g[L::hmask_at(r, l)];
+  for (int64_t i = 0; i < 64; ++i) block[32 + i] = g[L::quant_at(r, i)];
+}
+
 // q4_1_x16, q5_0_x16, q5_1_x16 (packed_layout::Q4_1, Q5_0, Q5_1): d, m, the nibble
 // bytes as they are, the fifth bits as masks. `L` the layout; the row block: d at 0,
 // m at kMin (< 0: none), the 32 fifth bits at kQh (< 0: none, little-endian, bit e for
@@ -260,8 +317,8 @@ static_assert(packed_layout::Q5K::pairs + 4 * packed_layout::Q5K::pair_bytes == 
               packed_layout::Q5_1::masks + 64 == packed_layout::Q5_1::group);
 
 // Padding rows of the packings without a pad_block are all zero bytes: scale 0 (and q4_k's,
-// q6_k's, gq4's zero-initialized quants give 0 whatever they are).
-constexpr std::array<PackingInfo, 15> kPackings{{
+// q6_k's, gq4's, q2_k's and q3_k's zero-initialized quants give 0 whatever they are).
+constexpr std::array<PackingInfo, 17> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr, nullptr},
     {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0, unpack_q8_0, pad_q8_0},
     {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k, unpack_q4_k, nullptr},
@@ -277,6 +334,8 @@ constexpr std::array<PackingInfo, 15> kPackings{{
     {Packing::q4_1_x16, "q4_1_x16", DType::q4_1, 16, 32, 20, Q4_1Blocks::pack, Q4_1Blocks::unpack, nullptr},
     {Packing::q5_0_x16, "q5_0_x16", DType::q5_0, 16, 32, 22, Q5_0Blocks::pack, Q5_0Blocks::unpack, nullptr},
     {Packing::q5_1_x16, "q5_1_x16", DType::q5_1, 16, 32, 24, Q5_1Blocks::pack, Q5_1Blocks::unpack, nullptr},
+    {Packing::q2_k_x16, "q2_k_x16", DType::q2_k, 16, 256, 84, pack_q2_k, unpack_q2_k, nullptr},
+    {Packing::q3_k_x16, "q3_k_x16", DType::q3_k, 16, 256, 114, pack_q3_k, unpack_q3_k, nullptr},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.

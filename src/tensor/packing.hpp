@@ -78,6 +78,17 @@
 //   qh[32h + 4j ..] (3072 bytes).
 // Three adjacent loads give the 6-bit values of four columns in each of the four
 // quarters of a half, and a panel is read as one stream.
+//
+// q2_k_x16 and q3_k_x16, for [rows, cols] q2_k / q3_k matrices (cols a multiple of 256;
+// rows padded with zero rows): q6_k_x16's order for the 2-bit quants. Per panel nb groups,
+//   q2_k (1344 bytes, the rows' own 84 a block, reordered): 16 f16 d, 16 f16 dmin, the 16
+//     scale bytes (scale | min << 4) [group][row], then for half h (0, 1) 8 vectors of 64
+//     bytes, vector j holding row r's qs[32h + 4j .. + 3] at bytes 4r..4r+3;
+//   q3_k (1824 bytes, 114 a block: the 12 scale bytes decoded): 16 f16 d, the sixteen
+//     6-bit scales minus 32 as int8 [group][row], 8 vectors holding row r's
+//     hmask[4j .. + 3] at bytes 4r..4r+3, then q2_k's 16 quant vectors.
+// Byte qs[32h + l] holds the low two bits of column l of quarters 0..3 of half h (bits
+// 2q, 2q + 1), hmask[l] their high bits (q3_k: bit 4h + q), as in the rows.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -144,6 +155,18 @@ struct Q5K {  // q5_k_x16: q4_k_x16's d, dmin, scales, mins; per pair 8 nibble v
   static constexpr int64_t quant_at(int64_t r, int64_t c) { return pairs + (c / 32) * pair_bytes + lane_byte(r, c % 32); }
   // The masks of pair g's vector j: low-nibble values' fifth bits, then the high ones'.
   static constexpr int64_t mask_at(int64_t g, int64_t j) { return pairs + g * pair_bytes + masks + j * 16; }
+};
+struct Q2K {  // q2_k_x16: d, dmin, scale | min << 4 bytes [g][r], 2 x 8 quant vectors
+  static constexpr int64_t group = 1344, d = 0, dmin = 32, scales = 64, quants = 320;
+  // Byte i (0..63) of a row's qs: half i / 32, then lane_byte.
+  static constexpr int64_t quant_at(int64_t r, int64_t i) { return quants + (i / 32) * 512 + lane_byte(r, i % 32); }
+};
+struct Q3K {  // q3_k_x16: d, int8 scales [g][r], 8 hmask vectors, 2 x 8 quant vectors
+  static constexpr int64_t group = 1824, d = 0, scales = 32, hmask = 288, quants = 800;
+  // Byte l (0..31) of a row's hmask.
+  static constexpr int64_t hmask_at(int64_t r, int64_t l) { return hmask + lane_byte(r, l); }
+  // Byte i (0..63) of a row's qs: half i / 32, then lane_byte.
+  static constexpr int64_t quant_at(int64_t r, int64_t i) { return quants + (i / 32) * 512 + lane_byte(r, i % 32); }
 };
 struct Q6K {  // q6_k_x16: d, int8 scales [g][r], per half and chunk: ql part 0, ql part 1, qh
   static constexpr int64_t group = 3360, d = 0, scales = 32, chunks = 288;

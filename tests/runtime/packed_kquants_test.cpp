@@ -1,4 +1,4 @@
-// The q4_k_x16, q5_k_x16 and q6_k_x16 packings (tensor/packing.hpp) and their products
+// The k-quant packings (q2_k_x16, q3_k_x16, q4_k_x16, q5_k_x16, q6_k_x16) (tensor/packing.hpp) and their products
 // (runtime/kernels/packed_kquants.*): exact byte round trips on any bytes, agreement with
 // the row-major kernels, and one set of bits across kernel families, thread counts and
 // batch compositions.
@@ -38,12 +38,13 @@ struct Case {
   int64_t block_bytes;
 };
 constexpr Case kCases[] = {
-    {DType::q4_k, Packing::q4_k_x16, 148}, {DType::q5_k, Packing::q5_k_x16, 180}, {DType::q6_k, Packing::q6_k_x16, 210}};
+    {DType::q4_k, Packing::q4_k_x16, 148}, {DType::q5_k, Packing::q5_k_x16, 180}, {DType::q6_k, Packing::q6_k_x16, 210},
+    {DType::q3_k, Packing::q3_k_x16, 114}, {DType::q2_k, Packing::q2_k_x16, 84}};
 
 
 }  // namespace
 
-TEST_CASE("packing: q4_k_x16, q5_k_x16 and q6_k_x16 pack and unpack any bytes exactly, rows padded to whole panels") {
+TEST_CASE("packing: the k-quant packings (q2_k_x16 .. q6_k_x16) pack and unpack any bytes exactly, rows padded to whole panels") {
   std::mt19937 rng(21);
   std::uniform_int_distribution<int> byte(0, 255);
   loom::ThreadPool pool(2);
@@ -74,9 +75,11 @@ TEST_CASE("packing: q4_k_x16, q5_k_x16 and q6_k_x16 pack and unpack any bytes ex
   CHECK(loom::packing_from_name("q4_k_x16") == Packing::q4_k_x16);
   CHECK(loom::packing_from_name("q6_k_x16") == Packing::q6_k_x16);
   CHECK(loom::packing_from_name("q5_k_x16") == Packing::q5_k_x16);
+  CHECK(loom::packing_from_name("q3_k_x16") == Packing::q3_k_x16);
+  CHECK(loom::packing_from_name("q2_k_x16") == Packing::q2_k_x16);
 }
 
-TEST_CASE("packed q4_k, q5_k and q6_k: products match the row-major kernels and keep one set of bits") {
+TEST_CASE("packed k-quants (q2_k .. q6_k): products match the row-major kernels and keep one set of bits") {
   std::mt19937 rng(23);
   for (const Case& c : kCases) {
     for (const int64_t rows : {1, 13, 16, 40, 75}) {
@@ -88,7 +91,7 @@ TEST_CASE("packed q4_k, q5_k and q6_k: products match the row-major kernels and 
   }
 }
 
-TEST_CASE("packed q4_k, q5_k and q6_k: a NaN activation block gives NaN outputs, not garbage") {
+TEST_CASE("packed k-quants (q2_k .. q6_k): a NaN activation block gives NaN outputs, not garbage") {
   std::mt19937 rng(29);
   loom::ThreadPool two(2);
   for (const Case& c : kCases) {
@@ -110,10 +113,13 @@ TEST_CASE("packed k-quants: the kernels ask for the packing only where the VNNI 
   CHECK(loom::kernels::preferred_packing(DType::q4_k) == (vnni ? Packing::q4_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q6_k) == (vnni ? Packing::q6_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q5_k) == (vnni ? Packing::q5_k_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::q3_k) == Packing::none);
+  CHECK(loom::kernels::preferred_packing(DType::q3_k) == (vnni ? Packing::q3_k_x16 : Packing::none));
+  CHECK(loom::kernels::preferred_packing(DType::q2_k) == (vnni ? Packing::q2_k_x16 : Packing::none));
+  CHECK(loom::kernels::preferred_packing(DType::f16) == Packing::none);
   IsaScope cap(loom::Isa::avx2);
   CHECK(loom::kernels::preferred_packing(DType::q4_k) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q5_k) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q6_k) == Packing::none);
+  CHECK(loom::kernels::preferred_packing(DType::q2_k) == Packing::none);
   CHECK_FALSE(loom::kernels::packed_vnni_native());
 }

@@ -239,6 +239,8 @@ constexpr PackedLayout kPackedLayouts[] = {
     {DType::q4_k, Packing::q4_k_x16},
     {DType::q5_k, Packing::q5_k_x16},
     {DType::q6_k, Packing::q6_k_x16},
+    {DType::q2_k, Packing::q2_k_x16},
+    {DType::q3_k, Packing::q3_k_x16},
     {DType::gq8_32, Packing::gq8_32_x16},
     {DType::gq8_64, Packing::gq8_64_x16},
     {DType::gq8_128, Packing::gq8_128_x16},

@@ -1,8 +1,10 @@
 #include "runtime/kernels/packed_kquants.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "common/simd.hpp"
@@ -28,7 +30,7 @@ constexpr int64_t kActSums = 4 + 256;
 // One call's quantized activations: token t's q8_k blocks at blocks + t * row_bytes, each
 // block's scale at da[t * nb + b], and its 32-element sub-block sums for q4_k's mins, as
 // the i16 pairs VPDPWSSD takes: mins[(t * nb + b) * 4 + k] = sum(2k) | sum(2k + 1) << 16.
-// (q6_k's scales pair with q8_k's own sums of 16, read from the blocks.)
+// (q6_k's, q3_k's and q2_k's scales pair with q8_k's own sums of 16, read from the blocks.)
 struct Acts {
   const uint8_t* blocks;
   int64_t row_bytes;
@@ -213,54 +215,173 @@ struct NibbleK {
 using Q4K = NibbleK<packed_layout::Q4K, Packing::q4_k_x16, DType::q4_k, false>;
 using Q5K = NibbleK<packed_layout::Q5K, Packing::q5_k_x16, DType::q5_k, true>;
 
-// ---- q6_k_x16 (tensor/packing.hpp): d, int8 scales [group][row], ql and qh vectors ----
+// ---- q6_k_x16, q3_k_x16, q2_k_x16 (tensor/packing.hpp): sixteen groups of 16 columns a
+// block, one scale per group and row, the values of each half in column chunks ----
 //
-// Value v (0..255) of a row: half h = v / 128, quarter q = v % 128 / 32, l = v % 32; its
-// low four bits are nibble q / 2 of ql[64h + 32(q % 2) + l], its high two bits are bits
-// 2q, 2q + 1 of qh[32h + l]; it counts as (6-bit value - 32) times the scale of group
-// 8h + 2q + l / 16. Per row and block the integer is
-//   sum over groups g of scale[g] * (sum of value * activation) - 32 * sum of scale[g] * bsum[g],
-// and acc = fma(float(that), d * da, acc).
-struct Q6K {
+// Value v (0..255) of a row: half h = v / 128, quarter q = v % 128 / 32, column l = v % 32,
+// group 8h + 2q + l / 16. Its stored value u is unsigned (q6_k 0..63, q3_k 0..7, q2_k
+// 0..3, as VPDPBUSD wants) and counts as (u - kOffset) times the group's scale (kOffset
+// 32, 4, 0), less q2_k's min times dmin. Per row and block the integers are
+//   isum = sum over groups g of scale[g] * (sum of u * activation),
+//   csum = sum over g of c[g] * bsum[g], c the scale (q6_k, q3_k) or q2_k's min,
+// bsum the activations' q8_k sums of 16, and
+//   acc = fma(float(isum - kOffset * csum), d * da, acc), or for q2_k
+//   acc = fma(float(isum), d * da, acc) - csum * (dmin * da).
+//
+// Each format says how its bytes give u: `value` one at a time, `quarter` the vector of
+// columns 4j..4j+3 of quarter q of half h, sixteen rows a vector.
+//
+// Scales stored as int8 [group][row] (q6_k's own, q3_k's decoded), which also weigh the
+// offset's correction.
+template <class Layout>
+struct Int8Scales {
+  using L = Layout;
+  static constexpr bool kMins = false;
+
+  static int32_t scale(const uint8_t* g, int64_t r, int group) { return static_cast<int8_t>(g[L::scales + group * 16 + r]); }
+  static int32_t correction(const uint8_t* g, int64_t r, int group) { return scale(g, r, group); }
+  PK_INLINE static __m512i scales(const uint8_t* g, int group) {
+    return _mm512_cvtepi8_epi32(load128(g + L::scales + group * 16));
+  }
+  // The correction weights of groups 2k and 2k + 1 side by side per row: the i16 pair of a
+  // lane, for VPDPWSSD against the pair of activation sums.
+  PK_INLINE static __m512i correction_pairs(const uint8_t* g, int k) {
+    const __m128i even = load128(g + L::scales + (2 * k) * 16);
+    const __m128i odd = load128(g + L::scales + (2 * k + 1) * 16);
+    return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(even, odd)),
+                                                        _mm_unpackhi_epi8(even, odd), 1));
+  }
+};
+
+struct Q6Bits : Int8Scales<packed_layout::Q6K> {
   static constexpr Packing packing = Packing::q6_k_x16;
   static constexpr DType dtype = DType::q6_k;
-  using L = packed_layout::Q6K;
-  static constexpr int64_t kGroupBytes = L::group;
-  static constexpr int64_t kScales = L::scales;
-  // The three vectors of half h, column chunk j: ql low part, ql high part, qh.
-  static constexpr int64_t chunk_at(int h, int j) { return L::chunk_at(h, j); }
-  static constexpr int kMaxTokens = 3;
-  static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
+  static constexpr int32_t kOffset = 32;
 
-  static int32_t value(const uint8_t* g, int64_t r, int v) {
-    const int h = v / 128, q = v % 128 / 32, l = v % 32;
-    const uint8_t* chunk = g + chunk_at(h, l / 4) + r * 4 + l % 4;
+  // u's low four bits are nibble q / 2 of ql[64h + 32(q % 2) + l], its high two bits are
+  // bits 2q, 2q + 1 of qh[32h + l].
+  static int32_t value(const uint8_t* g, int64_t r, int h, int q, int l) {
+    const uint8_t* chunk = g + L::chunk_at(h, l / 4) + r * 4 + l % 4;
     const int low = (chunk[64 * (q % 2)] >> (4 * (q / 2))) & 0xF;
     const int high = (chunk[128] >> (2 * q)) & 3;
     return low | (high << 4);
   }
+  PK_INLINE static __m512i quarter(const uint8_t* g, int h, int j, int q) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    const uint8_t* chunk = g + L::chunk_at(h, j);
+    if (q == 0) {
+      _Pragma("GCC unroll 3") for (int line = 0; line < 3; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(chunk + kAheadBytes + 64 * line), _MM_HINT_T0);
+      }
+    }
+    const __m512i low = _mm512_loadu_si512(chunk + 64 * (q % 2));
+    const __m512i C = _mm512_loadu_si512(chunk + 128);
+    // Bits 2q, 2q + 1 of C to bits 4, 5 (a 16-bit shift's spill from the next byte
+    // lands outside them), then (x & mask) | y in one VPTERNLOG (imm 0xEA).
+    const __m512i high = q < 2 ? _mm512_slli_epi16(C, 4 - 2 * q) : _mm512_srli_epi16(C, 2 * q - 4);
+    const __m512i nibble = q < 2 ? low : _mm512_srli_epi16(low, 4);
+    return _mm512_ternarylogic_epi32(nibble, low4, _mm512_and_si512(high, bits45), 0xEA);
+  }
+};
+
+// q3_k: u's low two bits are bits 2q, 2q + 1 of qs[32h + l], its third bit is bit 4h + q
+// of hmask[l]; the scales are stored decoded (value - 32, int8) as q6_k's.
+struct Q3Bits : Int8Scales<packed_layout::Q3K> {
+  static constexpr Packing packing = Packing::q3_k_x16;
+  static constexpr DType dtype = DType::q3_k;
+  static constexpr int32_t kOffset = 4;
+
+  static int32_t value(const uint8_t* g, int64_t r, int h, int q, int l) {
+    const int low = (g[L::quant_at(r, 32 * h + l)] >> (2 * q)) & 3;
+    const int high = (g[L::hmask_at(r, l)] >> (4 * h + q)) & 1;
+    return low | (high << 2);
+  }
+  PK_INLINE static __m512i quarter(const uint8_t* g, int h, int j, int q) {
+    const __m512i three = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
+    const uint8_t* qs = g + L::quant_at(0, 32 * h + 4 * j);
+    const uint8_t* hm = g + L::hmask_at(0, 4 * j);
+    if (q == 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(qs + kAheadBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(hm + kAheadBytes), _MM_HINT_T0);
+    }
+    const __m512i Q = _mm512_loadu_si512(qs);
+    const __m512i H = _mm512_loadu_si512(hm);
+    // Bit b = 4h + q of H to bit 2 (a 16-bit shift's spill from the next byte never
+    // lands there), then (x & 3) | y in one VPTERNLOG (imm 0xEA).
+    const int b = 4 * h + q;
+    const __m512i high = b < 2 ? _mm512_slli_epi16(H, 2 - b) : _mm512_srl_epi16(H, _mm_cvtsi32_si128(b - 2));
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi16(Q, 2 * q), three, _mm512_and_si512(high, four), 0xEA);
+  }
+};
+
+// q2_k: u is bits 2q, 2q + 1 of qs[32h + l]; a scale byte holds the scale (low nibble)
+// and the min (high nibble), and the corrections are the mins.
+struct Q2Bits {
+  static constexpr Packing packing = Packing::q2_k_x16;
+  static constexpr DType dtype = DType::q2_k;
+  using L = packed_layout::Q2K;
+  static constexpr int32_t kOffset = 0;  // the mins instead
+  static constexpr bool kMins = true;
+
+  static int32_t value(const uint8_t* g, int64_t r, int h, int q, int l) {
+    return (g[L::quant_at(r, 32 * h + l)] >> (2 * q)) & 3;
+  }
+  PK_INLINE static __m512i quarter(const uint8_t* g, int h, int j, int q) {
+    const uint8_t* qs = g + L::quant_at(0, 32 * h + 4 * j);
+    if (q == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + kAheadBytes), _MM_HINT_T0);
+    return _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(qs), 2 * q), _mm512_set1_epi8(0x03));
+  }
+  static int32_t scale(const uint8_t* g, int64_t r, int group) { return g[L::scales + group * 16 + r] & 0xF; }
+  static int32_t correction(const uint8_t* g, int64_t r, int group) { return g[L::scales + group * 16 + r] >> 4; }
+  PK_INLINE static __m512i scales(const uint8_t* g, int group) {
+    return _mm512_and_si512(_mm512_cvtepu8_epi32(load128(g + L::scales + group * 16)), _mm512_set1_epi32(0xF));
+  }
+  PK_INLINE static __m512i correction_pairs(const uint8_t* g, int k) {
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i even = _mm_and_si128(_mm_srli_epi16(load128(g + L::scales + (2 * k) * 16), 4), low4);
+    const __m128i odd = _mm_and_si128(_mm_srli_epi16(load128(g + L::scales + (2 * k + 1) * 16), 4), low4);
+    return _mm512_cvtepu8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(even, odd)),
+                                                        _mm_unpackhi_epi8(even, odd), 1));
+  }
+};
+
+template <class Bits>
+struct SixteenK {
+  static constexpr Packing packing = Bits::packing;
+  static constexpr DType dtype = Bits::dtype;
+  using L = typename Bits::L;
+  static constexpr int64_t kGroupBytes = L::group;
+  // A tile holds isum, the group's dots and acc for each panel and token.
+  static constexpr int kMaxTokens = 6;
+  static constexpr int panels_for(int t) { return t <= 3 ? 2 : 1; }
 
   static float scalar_block(const uint8_t* g, const Acts& a, int64_t r, int64_t t, int64_t b, float acc) {
     const uint8_t* block = a.block(t, b);
     const auto* act = reinterpret_cast<const int8_t*>(block + kActQuants);
     int16_t bsums[16];
     std::memcpy(bsums, block + kActSums, sizeof bsums);
-    int32_t isum = 0, msum = 0;
+    int32_t isum = 0, csum = 0;
     for (int group = 0; group < 16; ++group) {
       const int h = group / 8, q = group % 8 / 2, half16 = group % 2;
       int32_t dot = 0;
       for (int i = 0; i < 16; ++i) {
-        const int v = 128 * h + 32 * q + 16 * half16 + i;
-        dot += value(g, r, v) * act[v];
+        const int l = 16 * half16 + i;
+        dot += Bits::value(g, r, h, q, l) * act[128 * h + 32 * q + l];
       }
-      const int32_t scale = static_cast<int8_t>(g[kScales + group * 16 + r]);
-      isum += scale * dot;
-      msum += scale * bsums[group];
+      isum += Bits::scale(g, r, group) * dot;
+      csum += Bits::correction(g, r, group) * bsums[group];
     }
-    uint16_t h;
-    std::memcpy(&h, g + L::d + 2 * r, 2);
-    const float d = f16_to_f32_scalar(h) * a.da[t * a.nb + b];
-    return std::fma(static_cast<float>(isum - 32 * msum), d, acc);
+    uint16_t f;
+    std::memcpy(&f, g + L::d + 2 * r, 2);
+    const float d = f16_to_f32_scalar(f) * a.da[t * a.nb + b];
+    if constexpr (Bits::kMins) {
+      std::memcpy(&f, g + L::dmin + 2 * r, 2);
+      const float dmin = f16_to_f32_scalar(f) * a.da[t * a.nb + b];
+      acc = std::fma(static_cast<float>(isum), d, acc);
+      return std::fma(-static_cast<float>(csum), dmin, acc);
+    } else {
+      return std::fma(static_cast<float>(isum - Bits::kOffset * csum), d, acc);
+    }
   }
 
   template <int P, int T>
@@ -269,9 +390,6 @@ struct Q6K {
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
     }
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i bits01 = _mm512_set1_epi8(0x03), bits23 = _mm512_set1_epi8(0x0C);
-    const __m512i bits45 = _mm512_set1_epi8(0x30), bits67 = _mm512_set1_epi8(static_cast<char>(0xC0));
     for (int64_t b = 0; b < w.nb; ++b) {
       const uint8_t* g[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p, b);
@@ -281,79 +399,99 @@ struct Q6K {
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) isum[p][t] = _mm512_setzero_si512();
       }
-      for (int h = 0; h < 2; ++h) {
-        for (int half16 = 0; half16 < 2; ++half16) {  // l in [0, 16) or [16, 32): the scale groups
-          __m512i dot[4][P][T];
-          _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-              _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) dot[q][p][t] = _mm512_setzero_si512();
+      if constexpr (T == 1) {
+        // Decode: each chunk's vectors loaded once for its four quarters (the quarter
+        // loop below reads them four times, from L1: decode ran 7-13% slower so).
+        for (int h = 0; h < 2; ++h) {
+          for (int half16 = 0; half16 < 2; ++half16) {  // l in [0, 16) or [16, 32)
+            __m512i dot[4][P];
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
+              _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[q][p] = _mm512_setzero_si512();
             }
-          }
-          _Pragma("GCC unroll 4") for (int jj = 0; jj < 4; ++jj) {
-            const int j = 4 * half16 + jj;  // columns l = 4j .. 4j + 3
-            __m512i wq[4][P];
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-              const uint8_t* chunk = g[p] + chunk_at(h, j);
-              _Pragma("GCC unroll 3") for (int line = 0; line < 3; ++line) {
-                _mm_prefetch(reinterpret_cast<const char*>(chunk + kAheadBytes + 64 * line), _MM_HINT_T0);
-              }
-              const __m512i A = _mm512_loadu_si512(chunk);
-              const __m512i B = _mm512_loadu_si512(chunk + 64);
-              const __m512i C = _mm512_loadu_si512(chunk + 128);
-              // (x & mask) | y in one VPTERNLOG each (imm 0xEA).
-              wq[0][p] = _mm512_ternarylogic_epi32(A, low4, _mm512_slli_epi16(_mm512_and_si512(C, bits01), 4), 0xEA);
-              wq[1][p] = _mm512_ternarylogic_epi32(B, low4, _mm512_slli_epi16(_mm512_and_si512(C, bits23), 2), 0xEA);
-              wq[2][p] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(A, 4), low4, _mm512_and_si512(C, bits45), 0xEA);
-              wq[3][p] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(B, 4), low4,
-                                                   _mm512_srli_epi16(_mm512_and_si512(C, bits67), 2), 0xEA);
-            }
-            _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+            _Pragma("GCC unroll 4") for (int jj = 0; jj < 4; ++jj) {
+              const int j = 4 * half16 + jj;  // columns l = 4j .. 4j + 3
               _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
                 int32_t four;
-                std::memcpy(&four, act[t] + 128 * h + 32 * q + 4 * j, 4);
+                std::memcpy(&four, act[0] + 128 * h + 32 * q + 4 * j, 4);
                 const __m512i av = _mm512_set1_epi32(four);
                 _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-                  dot[q][p][t] = _mm512_dpbusd_epi32(dot[q][p][t], wq[q][p], av);
+                  dot[q][p] = _mm512_dpbusd_epi32(dot[q][p], Bits::quarter(g[p], h, j, q), av);
                 }
               }
             }
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
+              const int group = 8 * h + 2 * q + half16;
+              _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+                isum[p][0] = _mm512_add_epi32(isum[p][0], _mm512_mullo_epi32(dot[q][p], Bits::scales(g[p], group)));
+              }
+            }
           }
+        }
+      } else {
+        // Prefill and batches: one scale group at a time (its four column chunks' dots,
+        // then times its scales), so the tile's registers go to tokens.
+        for (int h = 0; h < 2; ++h) {
           _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
-            const int group = 8 * h + 2 * q + half16;
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-              const __m512i sc = _mm512_cvtepi8_epi32(load128(g[p] + kScales + group * 16));
-              _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-                isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_mullo_epi32(dot[q][p][t], sc));
+            for (int half16 = 0; half16 < 2; ++half16) {  // l in [0, 16) or [16, 32)
+              __m512i dot[P][T];
+              _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) dot[p][t] = _mm512_setzero_si512();
+              }
+              _Pragma("GCC unroll 4") for (int jj = 0; jj < 4; ++jj) {
+                const int j = 4 * half16 + jj;  // columns l = 4j .. 4j + 3
+                __m512i u[P];
+                _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) u[p] = Bits::quarter(g[p], h, j, q);
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+                  int32_t four;
+                  std::memcpy(&four, act[t] + 128 * h + 32 * q + 4 * j, 4);
+                  const __m512i av = _mm512_set1_epi32(four);
+                  _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+                    dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], u[p], av);
+                  }
+                }
+              }
+              const int group = 8 * h + 2 * q + half16;
+              _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+                const __m512i sc = Bits::scales(g[p], group);
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+                  isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_mullo_epi32(dot[p][t], sc));
+                }
               }
             }
           }
         }
       }
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        __m512i msum[T];
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
+        __m512i csum[T];
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) csum[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
-          // Scales of groups 2k and 2k + 1 side by side per row: the i16 pair of a lane.
-          const __m128i even = load128(g[p] + kScales + (2 * k) * 16);
-          const __m128i odd = load128(g[p] + kScales + (2 * k + 1) * 16);
-          const __m256i pairs = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(even, odd)),
-                                                        _mm_unpackhi_epi8(even, odd), 1);
-          const __m512i sk = _mm512_cvtepi8_epi16(pairs);
+          const __m512i ck = Bits::correction_pairs(g[p], k);
           _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-            msum[t] = _mm512_dpwssd_epi32(msum[t], sk, _mm512_set1_epi32(a.sum_pair(t0 + t, b, k)));
+            csum[t] = _mm512_dpwssd_epi32(csum[t], ck, _mm512_set1_epi32(a.sum_pair(t0 + t, b, k)));
           }
         }
         const __m512 dw = _mm512_cvtph_ps(load256(g[p] + L::d));
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-          const __m512i total = _mm512_sub_epi32(isum[p][t], _mm512_slli_epi32(msum[t], 5));
-          const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]));
-          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), d, acc[p][t]);
+          const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]);
+          if constexpr (Bits::kMins) {
+            const __m512 dmw = _mm512_cvtph_ps(load256(g[p] + L::dmin));
+            acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dw, da), acc[p][t]);
+            acc[p][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(csum[t]), _mm512_mul_ps(dmw, da), acc[p][t]);
+          } else {
+            const __m512i offset = _mm512_mullo_epi32(csum[t], _mm512_set1_epi32(Bits::kOffset));
+            const __m512i total = _mm512_sub_epi32(isum[p][t], offset);
+            acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, da), acc[p][t]);
+          }
         }
       }
     }
     store_tile<P, T>(w, p0, t0, acc, y, ys);
   }
 };
+
+using Q6K = SixteenK<Q6Bits>;
+using Q3K = SixteenK<Q3Bits>;
+using Q2K = SixteenK<Q2Bits>;
 
 // ---- the driver, per format ----
 
@@ -382,11 +520,13 @@ LOOM_TARGET_AVX512_VNNI void panels_tile(const Weights& w, int64_t p0, int64_t p
 }
 
 using TileFn = void (*)(const Weights&, int64_t, int64_t, const Acts&, int64_t, float*, int64_t);
-// Tiles of 1..F::kMaxTokens tokens (a format allowing three repeats its widest in the
-// fourth entry, never used).
+// Tiles of 1..F::kMaxTokens tokens.
+template <class F, int... kWidth>
+constexpr std::array<TileFn, sizeof...(kWidth)> tiles_of(std::integer_sequence<int, kWidth...>) {
+  return {panels_tile<F, kWidth + 1>...};
+}
 template <class F>
-constexpr TileFn kTiles[4] = {panels_tile<F, 1>, panels_tile<F, 2>, panels_tile<F, 3>,
-                              panels_tile<F, std::min(4, F::kMaxTokens)>};
+constexpr auto kTiles = tiles_of<F>(std::make_integer_sequence<int, F::kMaxTokens>{});
 
 // Panels [p0, p1), every token, in L2 blocks and token tiles (for_each_panel_tile).
 template <class F>
@@ -459,7 +599,8 @@ struct Kernel {
 };
 
 constexpr PackedProducts kProducts[] = {products_of<Kernel, Q4K>(), products_of<Kernel, Q5K>(),
-                                        products_of<Kernel, Q6K>()};
+                                        products_of<Kernel, Q6K>(), products_of<Kernel, Q3K>(),
+                                        products_of<Kernel, Q2K>()};
 
 }  // namespace
 
