@@ -175,7 +175,7 @@ typedef struct loom_load_params {
   int32_t repack;         /* LOOM_REPACK_OFF (default): weights as stored, zero-copy where
                              they fit; LOOM_REPACK_AUTO: copy matrices into the layout their
                              kernel reads fastest where this CPU has one (every
-                             quantized type but q2_k and q3_k; AVX-512 VNNI) */
+                             quantized type; AVX-512 VNNI) */
 } loom_load_params;
 #define LOOM_REPACK_OFF 0
 #define LOOM_REPACK_AUTO 1

@@ -42,7 +42,7 @@ struct FileExpectation {
 enum class RepackMode : uint8_t {
   off,        // keep every weight as stored (zero-copy views where the dtype fits)
   automatic,  // repack the matrices whose dtype has a kernel-native layout on this CPU
-              // (today every quantized type but q2_k and q3_k, with AVX-512 VNNI): an owned copy, not a mapped view
+              // (today every quantized type, with AVX-512 VNNI): an owned copy, not a mapped view
 };
 
 struct LoadOptions {

@@ -224,7 +224,7 @@ bool linear_supports(DType dtype) noexcept {
 
 // The layout each dtype's packed kernel reads, where those kernels run (docs/quantization.md,
 // "Packed weights": sixteen rows per VPDPBUSD; 2-3x the row-major prefill and batch rate;
-// q8_0 and q6_k decode a little slower packed, q4_0 and q4_k faster). Only with VNNI: the
+// q8_0, q3_k and q6_k decode a little slower packed, q4_0 and q4_k faster). Only with VNNI: the
 // scalar family's packed products are slower than the row-major ones.
 struct PackedLayout {
   DType dtype;
