@@ -158,7 +158,7 @@ TEST_CASE("repack: packs written from a packed load hold rows, and draft copies 
   }
 }
 
-TEST_CASE("repack: packs quantized by loom in q4_1, q5_0, q5_1 load packed, as accurate as the rows") {
+TEST_CASE("repack: packs quantized by loom in q4_1, q5_0, q5_1, q2_k, q3_k load packed, as accurate as the rows") {
   // No llama.cpp file of these types in the reference set: loom quantizes the f32
   // small-quant GGUF, and the packed and row-major loads are checked against the same
   // weights dequantized to f32.
@@ -168,7 +168,9 @@ TEST_CASE("repack: packs quantized by loom in q4_1, q5_0, q5_1 load packed, as a
   t::TempDir tmp;
   for (const auto& [type, packing] : {std::pair{loom::DType::q4_1, loom::Packing::q4_1_x16},
                                       std::pair{loom::DType::q5_0, loom::Packing::q5_0_x16},
-                                      std::pair{loom::DType::q5_1, loom::Packing::q5_1_x16}}) {
+                                      std::pair{loom::DType::q5_1, loom::Packing::q5_1_x16},
+                                      std::pair{loom::DType::q2_k, loom::Packing::q2_k_x16},
+                                      std::pair{loom::DType::q3_k, loom::Packing::q3_k_x16}}) {
     const std::string name(loom::dtype_name(type));
     INFO(name);
     const fs::path pack = write_converted_pack(dir / "small-quant-f32.gguf", tmp / name, name);
