@@ -196,7 +196,7 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
 constexpr int64_t kAheadBytes = 2048;
 
 template <class F, int P, int T>
-PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
+PQ_INLINE void dot_tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
   __m512 acc[P][T];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
@@ -288,30 +288,16 @@ PQ_INLINE void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, flo
   }
 }
 
-// Panels [p0, p1) against a tile of T tokens: two panels at a time (the last one alone).
-template <class F, int T>
-LOOM_TARGET_AVX512_VNNI void panels_tile(const Weights& w, int64_t p0, int64_t p1, const Acts& a, int64_t t0,
-                                         float* y, int64_t ys) {
-  constexpr int kP = T == 1 ? 4 : 2;
-  int64_t p = p0;
-  for (; p + kP <= p1; p += kP) tile<F, kP, T>(w, p, a, t0, y, ys);
-  for (; p < p1; ++p) tile<F, 1, T>(w, p, a, t0, y, ys);
-}
-
-using TileFn = void (*)(const Weights&, int64_t, int64_t, const Acts&, int64_t, float*, int64_t);
-constexpr int kMaxTokens = 6;
+// F's tiles (vnni_panels, packed_panels.hpp): 4 panels x 1 token, 2 panels x 2..6 tokens.
 template <class F>
-constexpr TileFn kTiles[kMaxTokens] = {panels_tile<F, 1>, panels_tile<F, 2>, panels_tile<F, 3>,
-                                       panels_tile<F, 4>, panels_tile<F, 5>, panels_tile<F, 6>};
-
-// Panels [p0, p1), every token, in L2 blocks and token tiles (for_each_panel_tile).
-template <class F>
-void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y, int64_t ys) {
-  for_each_panel_tile(p0, p1, n_tokens, kMaxTokens, w.panel_bytes, 2,
-                      [&](int64_t b0, int64_t b1, int64_t t0, int64_t width) {
-                        kTiles<F>[width - 1](w, b0, b1, a, t0, y, ys);
-                      });
-}
+struct Tiles32 {
+  static constexpr int kMaxTokens = 6;
+  static constexpr int panels_for(int t) { return t == 1 ? 4 : 2; }
+  template <int P, int T>
+  PQ_INLINE static void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
+    dot_tile<F, P, T>(w, p0, a, t0, y, ys);
+  }
+};
 
 // The sum of each of `nb` q8_0 blocks' 32 signed quants (blocks 34 bytes apart, quants
 // from byte 2): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW against zero,
@@ -388,7 +374,7 @@ struct Kernel {
   template <class F>
   static constexpr auto weights = &weights_of<F>;
   template <class F>
-  static constexpr auto vnni = &vnni_panels<F>;
+  using Tiles = Tiles32<F>;
   template <class F>
   static constexpr auto scalar = &scalar_panels<F>;
 };

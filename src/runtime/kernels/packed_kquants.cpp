@@ -1,10 +1,8 @@
 #include "runtime/kernels/packed_kquants.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "common/simd.hpp"
@@ -509,34 +507,6 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
   }
 }
 
-// Panels [p0, p1) against a tile of T tokens, F::panels_for(T) at a time.
-template <class F, int T>
-LOOM_TARGET_AVX512_VNNI void panels_tile(const Weights& w, int64_t p0, int64_t p1, const Acts& a, int64_t t0,
-                                         float* y, int64_t ys) {
-  constexpr int kP = F::panels_for(T);
-  int64_t p = p0;
-  for (; p + kP <= p1; p += kP) F::template tile<kP, T>(w, p, a, t0, y, ys);
-  for (; p < p1; ++p) F::template tile<1, T>(w, p, a, t0, y, ys);
-}
-
-using TileFn = void (*)(const Weights&, int64_t, int64_t, const Acts&, int64_t, float*, int64_t);
-// Tiles of 1..F::kMaxTokens tokens.
-template <class F, int... kWidth>
-constexpr std::array<TileFn, sizeof...(kWidth)> tiles_of(std::integer_sequence<int, kWidth...>) {
-  return {panels_tile<F, kWidth + 1>...};
-}
-template <class F>
-constexpr auto kTiles = tiles_of<F>(std::make_integer_sequence<int, F::kMaxTokens>{});
-
-// Panels [p0, p1), every token, in L2 blocks and token tiles (for_each_panel_tile).
-template <class F>
-void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y, int64_t ys) {
-  for_each_panel_tile(p0, p1, n_tokens, F::kMaxTokens, w.panel_bytes, 1,
-                      [&](int64_t b0, int64_t b1, int64_t t0, int64_t width) {
-                        kTiles<F>[width - 1](w, b0, b1, a, t0, y, ys);
-                      });
-}
-
 // The activations of one call, quantized to q8_k (bit for bit what the row-major k-quant
 // kernels consume), with each block's scale and the 32-element sums as i16 pairs.
 struct ActBuffers {
@@ -593,7 +563,7 @@ struct Kernel {
   template <class F>
   static constexpr auto weights = &weights_of<F>;
   template <class F>
-  static constexpr auto vnni = &vnni_panels<F>;
+  using Tiles = F;  // NibbleK and SixteenK are their own tiles
   template <class F>
   static constexpr auto scalar = &scalar_panels<F>;
 };

@@ -3,11 +3,14 @@
 // token tiles pass over them, the bias, and whether their VNNI kernels run on this CPU.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 
+#include "common/simd.hpp"
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
 #include "loom/tensor.hpp"
@@ -45,6 +48,38 @@ void for_each_panel_tile(int64_t p0, int64_t p1, int64_t n_tokens, int max_token
       t0 += width;
     }
   }
+}
+
+// A VNNI kernel's tiles, `Tiles`: kMaxTokens (the widest token tile), panels_for(T) (the
+// panels a tile of T tokens runs side by side: what the registers hold) and
+// tile<P, T>(weights, p0, acts, t0, y, y_stride), P panels from p0 against T tokens from t0.
+// Panels [p0, p1) against a tile of T tokens, panels_for(T) at a time, then one at a time.
+template <class Tiles, int T, class Weights, class Acts>
+LOOM_TARGET_AVX512_VNNI void panels_tile(const Weights& w, int64_t p0, int64_t p1, const Acts& a, int64_t t0,
+                                         float* y, int64_t ys) {
+  constexpr int kP = Tiles::panels_for(T);
+  int64_t p = p0;
+  for (; p + kP <= p1; p += kP) Tiles::template tile<kP, T>(w, p, a, t0, y, ys);
+  for (; p < p1; ++p) Tiles::template tile<1, T>(w, p, a, t0, y, ys);
+}
+
+// panels_tile for T = 1..Tiles::kMaxTokens, indexed by T - 1.
+template <class Tiles, class Weights, class Acts, int... kWidth>
+constexpr auto panels_tiles(std::integer_sequence<int, kWidth...>) {
+  return std::array{&panels_tile<Tiles, kWidth + 1, Weights, Acts>...};
+}
+
+// Panels [p0, p1) of `w` (whose panels are w.panel_bytes apart), every token, in L2 blocks
+// of a multiple of `block_multiple` panels and balanced token tiles (for_each_panel_tile).
+template <class Tiles, class Weights, class Acts>
+void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y, int64_t ys,
+                 int64_t block_multiple) {
+  static constexpr auto kTiles =
+      panels_tiles<Tiles, Weights, Acts>(std::make_integer_sequence<int, Tiles::kMaxTokens>{});
+  for_each_panel_tile(p0, p1, n_tokens, Tiles::kMaxTokens, w.panel_bytes, block_multiple,
+                      [&](int64_t b0, int64_t b1, int64_t t0, int64_t width) {
+                        kTiles[static_cast<size_t>(width - 1)](w, b0, b1, a, t0, y, ys);
+                      });
 }
 
 // One packing's products in a packed-kernel file: the full one (the VNNI kernel where it
@@ -91,9 +126,10 @@ void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bi
 //   K::Buffers                the storage of one call's quantized activations;
 //   K::quantize(x, x_stride, n_tokens, cols, buffers, pool or nullptr) -> activations;
 //   K::weights<F>(w)          the weight's panels (checks w's packing, dtype and rank);
-//   K::vnni<F>, K::scalar<F>  (weights, activations, p0, p1, n_tokens, y, y_stride): the
-//                             panels [p0, p1) on the VNNI kernel / the scalar family;
-//   K::kPanelGrain            panels per unit of the split over the pool.
+//   K::Tiles<F>               F's VNNI tiles (vnni_panels);
+//   K::scalar<F>              (weights, activations, p0, p1, n_tokens, y, y_stride): the
+//                             panels [p0, p1) on the scalar family;
+//   K::kPanelGrain            panels per unit of the split over the pool and of the L2 blocks.
 template <class K, class F>
 void run_packed(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                 int64_t y_stride, ThreadPool& pool) {
@@ -107,7 +143,7 @@ void run_packed(const Tensor& w, const Tensor* bias, const float* x, int64_t x_s
   const bool native = packed_vnni_native();
   over_panels(pool, weights.rows, K::kPanelGrain, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
     if (native) {
-      K::template vnni<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
+      vnni_panels<typename K::template Tiles<F>>(weights, acts, p0, p1, n_tokens, y, y_stride, K::kPanelGrain);
     } else {
       K::template scalar<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     }
