@@ -1,6 +1,8 @@
 #include "runtime/kernels/linear.hpp"
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <vector>
 
 #include "loom/convert.hpp"
@@ -12,6 +14,7 @@
 #include "runtime/kernels/packed_panels.hpp"
 #include "runtime/kernels/packed_blocks32.hpp"
 #include "runtime/kernels/quant_dot.hpp"
+#include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
 namespace loom::kernels {
@@ -210,8 +213,15 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
   });
 }
 
+namespace {
+// The packed-kernel files' tables: one entry per packing a kernel reads.
+std::array<std::span<const PackedProducts>, 2> packed_tables() noexcept {
+  return {packed_blocks32_products(), packed_kquants_products()};
+}
+}  // namespace
+
 const PackedProducts* packed_products(Packing packing) noexcept {
-  for (const auto table : {packed_blocks32_products(), packed_kquants_products()}) {
+  for (const auto table : packed_tables()) {
     if (const PackedProducts* e = find_products(table, packing)) return e;
   }
   return nullptr;
@@ -222,37 +232,18 @@ bool linear_supports(DType dtype) noexcept {
   return is_quantized(dtype) && quant::has_kernels(dtype);
 }
 
-// The layout each dtype's packed kernel reads, where those kernels run (docs/quantization.md,
-// "Packed weights": sixteen rows per VPDPBUSD; 2-3x the row-major prefill and batch rate;
-// q8_0, q3_k and q6_k decode a little slower packed, q4_0 and q4_k faster). Only with VNNI: the
-// scalar family's packed products are slower than the row-major ones.
-struct PackedLayout {
-  DType dtype;
-  Packing packing;
-};
-constexpr PackedLayout kPackedLayouts[] = {
-    {DType::q8_0, Packing::q8_0_x16},
-    {DType::q4_0, Packing::q4_0_x16},
-    {DType::q4_1, Packing::q4_1_x16},
-    {DType::q5_0, Packing::q5_0_x16},
-    {DType::q5_1, Packing::q5_1_x16},
-    {DType::q4_k, Packing::q4_k_x16},
-    {DType::q5_k, Packing::q5_k_x16},
-    {DType::q6_k, Packing::q6_k_x16},
-    {DType::q2_k, Packing::q2_k_x16},
-    {DType::q3_k, Packing::q3_k_x16},
-    {DType::gq8_32, Packing::gq8_32_x16},
-    {DType::gq8_64, Packing::gq8_64_x16},
-    {DType::gq8_128, Packing::gq8_128_x16},
-    {DType::gq4_32, Packing::gq4_32_x16},
-    {DType::gq4_64, Packing::gq4_64_x16},
-    {DType::gq4_128, Packing::gq4_128_x16},
-};
-
+// The layout each dtype's packed kernel reads, where those kernels run: every packing a
+// kernel reads, of that dtype (tensor/packing.cpp's table says which dtype a packing
+// holds). docs/quantization.md, "Packed weights": sixteen rows per VPDPBUSD; 1.5-6x the
+// row-major prefill; q8_0, q3_k and q6_k decode a little slower packed, q4_0 and q4_k
+// faster. Only with VNNI: the scalar family's packed products are
+// slower than the row-major ones.
 Packing preferred_packing(DType dtype) noexcept {
   if (!packed_vnni_native()) return Packing::none;
-  for (const PackedLayout& l : kPackedLayouts) {
-    if (l.dtype == dtype) return l.packing;
+  for (const auto table : packed_tables()) {
+    for (const PackedProducts& e : table) {
+      if (packing_info(e.packing).dtype == dtype) return e.packing;
+    }
   }
   return Packing::none;
 }
