@@ -210,7 +210,8 @@ TEST_CASE("batch families: packs quantized by loom decode batched bit-identicall
   for (const auto& [name, group] : {std::pair{std::string("gq4"), 32}, std::pair{std::string("gq4"), 128},
                                     std::pair{std::string("gq8"), 64}, std::pair{std::string("q4_k"), 0},
                                     std::pair{std::string("q8_0"), 0}, std::pair{std::string("q4_1"), 0},
-                                    std::pair{std::string("q5_0"), 0}, std::pair{std::string("q5_1"), 0}}) {
+                                    std::pair{std::string("q5_0"), 0}, std::pair{std::string("q5_1"), 0},
+                                    std::pair{std::string("q2_k"), 0}, std::pair{std::string("q3_k"), 0}}) {
     loom::PackOptions po;
     po.load.logger = loom::Logger::silent();
     po.quantize = name;
