@@ -133,8 +133,10 @@ struct Avx2Isa {
   static constexpr int64_t kLanes = 8;
   static constexpr int kChains = 4;
   static constexpr int kMatvecRows = 1;
-  static constexpr int kGemmRows = 1;
+  static constexpr int kRegisters = 16;
   static constexpr int kGemmTokens = 3;
+  static constexpr int kOneTileTokens = 3;
+  static constexpr int gemm_rows(int /*tokens*/) { return 1; }
   static constexpr int64_t kColumnBlockBytes = 16 * 1024;  // token rows of a column block (L1)
   static constexpr int64_t kBlockBytes = 128 * 1024;        // weights of a row block (L2)
   static constexpr bool kPrefetchNextBlock = true;
@@ -155,8 +157,10 @@ struct Avx512Isa {
   static constexpr int64_t kLanes = 16;
   static constexpr int kChains = 1;
   static constexpr int kMatvecRows = 4;
-  static constexpr int kGemmRows = 4;
+  static constexpr int kRegisters = 32;
   static constexpr int kGemmTokens = 6;
+  static constexpr int kOneTileTokens = 8;  // f32 only: see gemm()
+  static constexpr int gemm_rows(int tokens) { return tokens <= 6 ? 4 : 3; }
   // Token rows of a column block: more than L1 (48 KiB on Zen 5). Blocks of L1's size
   // cost more in accumulator round trips and short blocks than the L2 reads they saved:
   // 1B-shape f16 layer products (128 tokens, 2 threads) ran 8-10% faster at 128 KiB.

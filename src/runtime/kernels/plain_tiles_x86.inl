@@ -31,6 +31,10 @@ template <typename L, int R, int T>
 LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const float* x, int64_t xs,
                                    float* y, int64_t ys, int64_t yr, int64_t cols, int64_t c0,
                                    int64_t c1, int64_t full, float* state, int64_t ahead = 0) {
+  // The T token vectors and R*T accumulators of a chunk do not fit the registers
+  // together (3 rows x 8 tokens: 24 + 8 + 1 of 32 zmm): then the R weight vectors are
+  // held instead and each token vector is loaded once for its R products.
+  constexpr bool kWeightsFirst = R * T * kC + T + 1 > Isa::kRegisters;
   Vec acc[R][T][kC];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
@@ -44,14 +48,27 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
       for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ws + c + ahead), _MM_HINT_T0);
     }
     for (int j = 0; j < kC; ++j) {
-      Vec xv[T];
-      for (int t = 0; t < T; ++t) {
-        xv[t] = Isa::load(x + t * xs + c + j * kV);
-        if constexpr (R > 1) asm("" : "+v"(xv[t]));
-      }
-      for (int r = 0; r < R; ++r) {
-        const Vec wv = L::load(w + r * ws + c + j * kV);
-        for (int t = 0; t < T; ++t) acc[r][t][j] = Isa::fma(wv, xv[t], acc[r][t][j]);
+      if constexpr (kWeightsFirst) {
+        Vec wv[R];
+        for (int r = 0; r < R; ++r) {
+          wv[r] = L::load(w + r * ws + c + j * kV);
+          asm("" : "+v"(wv[r]));
+        }
+        for (int t = 0; t < T; ++t) {
+          Vec xv = Isa::load(x + t * xs + c + j * kV);
+          asm("" : "+v"(xv));
+          for (int r = 0; r < R; ++r) acc[r][t][j] = Isa::fma(wv[r], xv, acc[r][t][j]);
+        }
+      } else {
+        Vec xv[T];
+        for (int t = 0; t < T; ++t) {
+          xv[t] = Isa::load(x + t * xs + c + j * kV);
+          if constexpr (R > 1) asm("" : "+v"(xv[t]));
+        }
+        for (int r = 0; r < R; ++r) {
+          const Vec wv = L::load(w + r * ws + c + j * kV);
+          for (int t = 0; t < T; ++t) acc[r][t][j] = Isa::fma(wv, xv[t], acc[r][t][j]);
+        }
       }
     }
   }
@@ -198,7 +215,7 @@ void rows_any(int width, const typename L::T* w, int64_t ws, const float* x, int
               std::integer_sequence<int, I...>) {
   using Fn = void (*)(const typename L::T*, int64_t, const float*, int64_t, float*, int64_t,
                       int64_t, int64_t, float*, Prefetch);
-  static constexpr Fn kFns[] = {&rows<L, Isa::kGemmRows, I + 1>...};
+  static constexpr Fn kFns[] = {&rows<L, Isa::gemm_rows(I + 1), I + 1>...};
   kFns[width - 1](w, ws, x, xs, y, ys, n_rows, cols, state, prefetch);
 }
 
@@ -221,17 +238,23 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
   const int64_t tiles = (n_tokens + kT - 1) / kT;
   const int64_t narrow = n_tokens / tiles;    // every tile is `narrow` or narrow + 1 wide,
   const int64_t wide = n_tokens % tiles;      // the first `wide` ones narrow + 1
-  if (Isa::kOneTileWhole && tiles == 1) {
+  // f32 weights (4 bytes each, the most memory per FMA) up to Isa::kOneTileTokens tokens
+  // in one tile of fewer rows (3 x 8 on AVX-512) read each weight once; f16 / bf16 ran
+  // slower that way than as two tiles over L2 blocks (loom_linear_bench 4096 x 4096,
+  // 8 tokens, alternating: f32 1944-2030 against 2364-2394 us at 2 threads, 4094-4208
+  // against 5018-5073 at 1; f16 no faster).
+  constexpr int kWhole = sizeof(E) == 4 ? std::max(kT, Isa::kOneTileTokens) : kT;
+  if (Isa::kOneTileWhole && n_tokens <= kWhole) {
     // One token tile (speculative verification, small batches) reads each weight once
     // whatever the blocking: its rows run as in decode, over the whole range, without
     // row or column blocks. loom bench --batch 4 on the small f32 GGUF (one tile of 4),
     // alternating: 201-214 -> 202-227 tokens/s. (The same row-outer order for two tiles,
     // 8 tokens, measured slower than the blocks below: 521-560 against 573-581, f16.)
     rows_any<L>(static_cast<int>(n_tokens), w, ws, x, xs, y, ys, n_rows, cols, nullptr, {.ahead = kAhead},
-                std::make_integer_sequence<int, kT>{});
+                std::make_integer_sequence<int, kWhole>{});
     return;
   }
-  const int64_t block = block_rows(Isa::kBlockBytes, cols, static_cast<int64_t>(sizeof(E)), Isa::kGemmRows);
+  const int64_t block = block_rows(Isa::kBlockBytes, cols, static_cast<int64_t>(sizeof(E)), Isa::gemm_rows(kT));
   thread_local std::vector<float> state;
   state.resize(static_cast<size_t>(std::min(block, n_rows) * kT * kC * kV));
   for (int64_t r0 = 0; r0 < n_rows; r0 += block) {
