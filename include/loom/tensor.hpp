@@ -152,7 +152,7 @@ class Tensor {
   // A 2-D view with the two axes swapped (strides swapped; plain dtypes only).
   Tensor transpose2d() const;
   Tensor with_layout(Layout layout) const;
-  // A deep, contiguous, owned copy (the only way bytes are duplicated).
+  // A deep, contiguous, owned copy.
   Tensor copy() const;
   bool shares_storage_with(const Tensor& other) const noexcept {
     return storage_ && storage_ == other.storage_;

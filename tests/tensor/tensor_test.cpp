@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "loom/error.hpp"
 #include "loom/tensor.hpp"
 #include "support/test_support.hpp"
+#include "tensor/gather.hpp"
 
 using loom::DType;
 using loom::Shape;
@@ -118,4 +120,38 @@ TEST_CASE("tensors over a mapped file are zero-copy and read-only") {
   file.reset();
   CHECK_FALSE(weak.expired());
   CHECK(static_cast<const uint8_t*>(t.raw_data())[0] == 64);
+}
+
+TEST_CASE("gather_into_one_buffer moves owned tensors into one aligned buffer, values and sharing kept") {
+  Tensor a = iota_f32(Shape{3, 5});
+  Tensor b = Tensor::empty(Shape{7}, DType::f16);
+  auto* bp = b.mutable_data<uint16_t>();
+  for (int i = 0; i < 7; ++i) bp[i] = static_cast<uint16_t>(0x3c00 + i);
+  Tensor tied = a;          // the same storage: stays one copy
+  Tensor undefined;         // skipped
+  const std::vector<float> a_values(a.data<float>(), a.data<float>() + 15);
+  std::vector<Tensor*> list{&a, &b, &tied, &undefined};
+  loom::gather_into_one_buffer(list);
+  REQUIRE(a.defined());
+  CHECK(a.storage() == b.storage());
+  CHECK(a.storage() == tied.storage());
+  CHECK(a.raw_data() == tied.raw_data());
+  CHECK_FALSE(undefined.defined());
+  CHECK(a.shape() == Shape{3, 5});
+  CHECK(b.dtype() == DType::f16);
+  CHECK(std::equal(a_values.begin(), a_values.end(), a.data<float>()));
+  for (int i = 0; i < 7; ++i) CHECK(b.data<uint16_t>()[i] == 0x3c00 + i);
+  CHECK(reinterpret_cast<uintptr_t>(a.raw_data()) % 64 == 0);
+  CHECK(reinterpret_cast<uintptr_t>(b.raw_data()) % 64 == 0);
+  CHECK(a.storage()->size() == 64 + 64);  // 60 bytes and 14, each rounded to 64
+}
+
+TEST_CASE("gather_into_one_buffer refuses a non-contiguous tensor, changing nothing") {
+  Tensor a = iota_f32(Shape{4, 4});
+  Tensor col = a.transpose2d();
+  Tensor b = iota_f32(Shape{2});
+  const void* before = b.raw_data();
+  std::vector<Tensor*> list{&b, &col};
+  CHECK_THROWS_WITH(loom::gather_into_one_buffer(list), Catch::Contains("non-contiguous"));
+  CHECK(b.raw_data() == before);
 }
