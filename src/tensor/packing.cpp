@@ -5,6 +5,7 @@
 
 #include "loom/error.hpp"
 #include "loom/thread_pool.hpp"
+#include "tensor/quant/blocks.hpp"
 
 namespace loom {
 
@@ -158,61 +159,45 @@ void unpack_q6_k(const uint8_t* g, int64_t r, uint8_t* block) {
   for (int64_t i = 0; i < 64; ++i) block[128 + i] = g[q6k_high_at(r, i)];
 }
 
-// q2_k_x16 (packed_layout::Q2K): the row block's bytes reordered (row block: scales[16],
-// qs[64], d, dmin).
+// q2_k_x16 (packed_layout::Q2K): the row block's bytes reordered.
 void pack_q2_k(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Q2K;
-  std::memcpy(g + L::d + 2 * r, block + 80, 2);
-  std::memcpy(g + L::dmin + 2 * r, block + 82, 2);
-  for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = block[s];
-  for (int64_t i = 0; i < 64; ++i) g[L::quant_at(r, i)] = block[16 + i];
+  namespace off = quant::off;
+  std::memcpy(g + L::d + 2 * r, block + off::q2_k_d, 2);
+  std::memcpy(g + L::dmin + 2 * r, block + off::q2_k_dmin, 2);
+  for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = block[off::q2_k_scales + s];
+  for (int64_t i = 0; i < 64; ++i) g[L::quant_at(r, i)] = block[off::q2_k_qs + i];
 }
 void unpack_q2_k(const uint8_t* g, int64_t r, uint8_t* block) {
   using L = packed_layout::Q2K;
-  std::memcpy(block + 80, g + L::d + 2 * r, 2);
-  std::memcpy(block + 82, g + L::dmin + 2 * r, 2);
-  for (int64_t s = 0; s < 16; ++s) block[s] = g[L::scales + s * 16 + r];
-  for (int64_t i = 0; i < 64; ++i) block[16 + i] = g[L::quant_at(r, i)];
+  namespace off = quant::off;
+  std::memcpy(block + off::q2_k_d, g + L::d + 2 * r, 2);
+  std::memcpy(block + off::q2_k_dmin, g + L::dmin + 2 * r, 2);
+  for (int64_t s = 0; s < 16; ++s) block[off::q2_k_scales + s] = g[L::scales + s * 16 + r];
+  for (int64_t i = 0; i < 64; ++i) block[off::q2_k_qs + i] = g[L::quant_at(r, i)];
 }
 
-// The sixteen 6-bit scales of a q3_k block (biased by 32) from its 12 bytes, and back:
-// scale j's low nibble is nibble j / 8 of byte j % 8, its top two bits are bits
-// 2(j / 4), 2(j / 4) + 1 of byte 8 + j % 4 (every bit of the 12 bytes is one of the 96
-// bits of the sixteen values, so this is exact).
-void q3k_decode_scales(const uint8_t* s, uint8_t* sc) {
-  for (int j = 0; j < 16; ++j) {
-    const int low = (s[j % 8] >> (4 * (j / 8))) & 0xF;
-    const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-    sc[j] = static_cast<uint8_t>(low | (high << 4));
-  }
-}
-void q3k_encode_scales(const uint8_t* sc, uint8_t* s) {
-  std::memset(s, 0, 12);
-  for (int j = 0; j < 16; ++j) {
-    s[j % 8] = static_cast<uint8_t>(s[j % 8] | ((sc[j] & 0xF) << (4 * (j / 8))));
-    s[8 + j % 4] = static_cast<uint8_t>(s[8 + j % 4] | ((sc[j] >> 4) << (2 * (j / 4))));
-  }
-}
-
-// q3_k_x16 (packed_layout::Q3K): d, the scales decoded to int8 (value - 32), the hmask
-// and qs bytes reordered (row block: hmask[32], qs[64], scales[12], d).
+// q3_k_x16 (packed_layout::Q3K): d, the scales decoded to int8 (quant::q3k_scale: value
+// - 32), the hmask and qs bytes reordered.
 void pack_q3_k(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Q3K;
-  std::memcpy(g + L::d + 2 * r, block + 108, 2);
-  uint8_t sc[16];
-  q3k_decode_scales(block + 96, sc);
-  for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = static_cast<uint8_t>(sc[s] - 32);
-  for (int64_t l = 0; l < 32; ++l) g[L::hmask_at(r, l)] = block[l];
-  for (int64_t i = 0; i < 64; ++i) g[L::quant_at(r, i)] = block[32 + i];
+  namespace off = quant::off;
+  std::memcpy(g + L::d + 2 * r, block + off::q3_k_d, 2);
+  for (int s = 0; s < 16; ++s) {
+    g[L::scales + s * 16 + r] = static_cast<uint8_t>(quant::q3k_scale(block + off::q3_k_scales, s));
+  }
+  for (int64_t l = 0; l < 32; ++l) g[L::hmask_at(r, l)] = block[off::q3_k_hmask + l];
+  for (int64_t i = 0; i < 64; ++i) g[L::quant_at(r, i)] = block[off::q3_k_qs + i];
 }
 void unpack_q3_k(const uint8_t* g, int64_t r, uint8_t* block) {
   using L = packed_layout::Q3K;
-  std::memcpy(block + 108, g + L::d + 2 * r, 2);
-  uint8_t sc[16];
-  for (int64_t s = 0; s < 16; ++s) sc[s] = static_cast<uint8_t>((g[L::scales + s * 16 + r] + 32) & 63);
-  q3k_encode_scales(sc, block + 96);
-  for (int64_t l = 0; l < 32; ++l) block[l] = g[L::hmask_at(r, l)];
-  for (int64_t i = 0; i < 64; ++i) block[32 + i] = g[L::quant_at(r, i)];
+  namespace off = quant::off;
+  std::memcpy(block + off::q3_k_d, g + L::d + 2 * r, 2);
+  uint8_t biased[16];
+  for (int s = 0; s < 16; ++s) biased[s] = static_cast<uint8_t>(static_cast<int8_t>(g[L::scales + s * 16 + r]) + 32);
+  quant::q3k_store_scales(biased, block + off::q3_k_scales);
+  for (int64_t l = 0; l < 32; ++l) block[off::q3_k_hmask + l] = g[L::hmask_at(r, l)];
+  for (int64_t i = 0; i < 64; ++i) block[off::q3_k_qs + i] = g[L::quant_at(r, i)];
 }
 
 // q4_1_x16, q5_0_x16, q5_1_x16 (packed_layout::Q4_1, Q5_0, Q5_1): d, m, the nibble

@@ -236,4 +236,16 @@ inline int q3k_scale(const uint8_t* scales, int j) noexcept {
   return (low | (high << 4)) - 32;
 }
 
+// The inverse for all sixteen groups: their biased values (scale + 32, 0..63) into the
+// 12 scale bytes (every bit of the 12 bytes belongs to one value, so this is exact).
+inline void q3k_store_scales(const uint8_t* biased, uint8_t* scales) noexcept {
+  std::memset(scales, 0, 12);
+  for (int j = 0; j < 16; ++j) {
+    const int v = biased[j];
+    const int low_at = j < 8 ? j : j - 8;
+    scales[low_at] = static_cast<uint8_t>(scales[low_at] | ((v & 0xF) << (j < 8 ? 0 : 4)));
+    scales[8 + j % 4] = static_cast<uint8_t>(scales[8 + j % 4] | ((v >> 4) << (2 * (j / 4))));
+  }
+}
+
 }  // namespace loom::quant

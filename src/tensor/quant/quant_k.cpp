@@ -487,17 +487,12 @@ void quantize_q3_k(const float* x, uint8_t* dst, size_t blocks) {
     std::memset(out_scales, 0, 12);
     if (max_scale != 0.0f) {
       const float iscale = -32.f / max_scale;
+      uint8_t biased[16];
       for (int j = 0; j < 16; ++j) {
-        int l = static_cast<int8_t>(nearest_int(iscale * scales[j]));
-        l = std::clamp(l, -32, 31) + 32;
-        if (j < 8) {
-          out_scales[j] = static_cast<uint8_t>(l & 0xF);
-        } else {
-          out_scales[j - 8] = static_cast<uint8_t>(out_scales[j - 8] | ((l & 0xF) << 4));
-        }
-        out_scales[8 + j % 4] =
-            static_cast<uint8_t>(out_scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+        const int l = static_cast<int8_t>(nearest_int(iscale * scales[j]));
+        biased[j] = static_cast<uint8_t>(std::clamp(l, -32, 31) + 32);
       }
+      q3k_store_scales(biased, out_scales);
       store_f16(dst + off::q3_k_d, 1 / iscale);
     } else {
       store_f16(dst + off::q3_k_d, 0.f);
