@@ -51,7 +51,7 @@ TEST_CASE("linear matches a naive product for every dtype, batch size, ISA and t
       for (auto& b : bias) b = static_cast<float>(rng() % 100) / 100.0f;
       auto bias_t = loom::Tensor::empty(loom::Shape{rows}, loom::DType::f32);
       std::copy(bias.begin(), bias.end(), bias_t.mutable_data<float>());
-      for (int64_t n : {1, 2, 7, 8, 13, 33, 70}) {
+      for (int64_t n : {1, 2, 7, 8, 9, 13, 33, 70}) {
         std::vector<float> x(static_cast<size_t>(n * cols));
         for (auto& f : x) f = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 1000.0f;
         const auto want = naive(w, x, n, &bias);

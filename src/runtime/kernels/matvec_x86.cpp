@@ -159,7 +159,7 @@ struct Avx512Isa {
   static constexpr int kMatvecRows = 4;
   static constexpr int kRegisters = 32;
   static constexpr int kGemmTokens = 6;
-  static constexpr int kOneTileTokens = 8;  // f32 only: see gemm()
+  static constexpr int kOneTileTokens = 9;  // f32 only: see gemm()
   static constexpr int gemm_rows(int tokens) { return tokens <= 6 ? 4 : 3; }
   // Token rows of a column block: more than L1 (48 KiB on Zen 5). Blocks of L1's size
   // cost more in accumulator round trips and short blocks than the L2 reads they saved:
