@@ -47,24 +47,6 @@ void pad_q4_0(int64_t r, uint8_t* g) {  // scale 0, nibbles 8 (the value 0)
   for (int64_t i = 0; i < 16; ++i) g[packed_layout::Q4_0::quants + lane_byte(r, i)] = 0x88;
 }
 
-// The eight 6-bit scales and mins of a q4_k / q5_k block from its 12 bytes, and back
-// (every bit of the 12 bytes is one of the 96 bits of the sixteen values, so this is exact).
-void q4k_decode_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s[j] & 63;
-    m[j] = s[j + 4] & 63;
-    sc[j + 4] = static_cast<uint8_t>((s[j + 8] & 0xF) | ((s[j] >> 6) << 4));
-    m[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
-  }
-}
-void q4k_encode_scales(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
-  for (int j = 0; j < 4; ++j) {
-    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
-    s[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
-    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
-  }
-}
-
 // The head q4_k and q5_k blocks share (d, dmin, the 12 bytes of 6-bit scales and mins)
 // between a row block and a packed group (q4_k_x16's and q5_k_x16's layouts put d, dmin,
 // the scale bytes [s][r] and the min bytes [s/2][r][s%2] at the same offsets).
@@ -72,11 +54,12 @@ template <class L>
 void pack_k_head(const uint8_t* block, int64_t r, uint8_t* g) {
   std::memcpy(g + L::d + 2 * r, block, 2);
   std::memcpy(g + L::dmin + 2 * r, block + 2, 2);
-  uint8_t sc[8], m[8];
-  q4k_decode_scales(block + 4, sc, m);
   for (int s = 0; s < 8; ++s) {
-    g[L::scales + s * 16 + r] = sc[s];
-    g[L::mins + (s / 2) * 32 + r * 2 + s % 2] = m[s];
+    uint8_t sc = 0;
+    uint8_t m = 0;
+    quant::k4_scale_min(block + 4, s, &sc, &m);
+    g[L::scales + s * 16 + r] = sc;
+    g[L::mins + (s / 2) * 32 + r * 2 + s % 2] = m;
   }
 }
 template <class L>
@@ -88,7 +71,7 @@ void unpack_k_head(const uint8_t* g, int64_t r, uint8_t* block) {
     sc[s] = g[L::scales + s * 16 + r];
     m[s] = g[L::mins + (s / 2) * 32 + r * 2 + s % 2];
   }
-  q4k_encode_scales(sc, m, block + 4);
+  quant::k4_store_scales_mins(sc, m, block + 4);
 }
 
 // q4_k_x16 (packed_layout::Q4K): the head, then the 128 nibble bytes (row block: d,

@@ -227,6 +227,16 @@ inline void k4_scale_min(const uint8_t* scales, int j, uint8_t* sc, uint8_t* m) 
   }
 }
 
+// The inverse for all eight groups: their scales and mins (0..63) into the 12 bytes
+// (every bit of the 12 bytes belongs to one of the sixteen values, so this is exact).
+inline void k4_store_scales_mins(const uint8_t* sc, const uint8_t* m, uint8_t* scales) noexcept {
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    scales[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+  }
+}
+
 // The signed 6-bit scale of group j (0..15) of a q3_k block's 12 scale bytes: the low
 // nibble lives in byte j (j < 8, low half) or byte j-8 (high half), the top two bits
 // in byte 8 + j%4 at bit 2*(j/4); the stored value is biased by 32.

@@ -232,18 +232,6 @@ void pack_2bit(const uint8_t* L, uint8_t* qs) {
   }
 }
 
-// Stores the 6-bit scale and min of group j of a q4_k / q5_k block (see k4_scale_min).
-void store_k4_scale_min(uint8_t* scales, int j, uint8_t sc, uint8_t m) {
-  if (j < 4) {
-    scales[j] = sc;
-    scales[j + 4] = m;
-  } else {
-    scales[j + 4] = static_cast<uint8_t>((sc & 0xF) | ((m & 0xF) << 4));
-    scales[j - 4] = static_cast<uint8_t>(scales[j - 4] | ((sc >> 4) << 6));
-    scales[j] = static_cast<uint8_t>(scales[j] | ((m >> 4) << 6));
-  }
-}
-
 // q4_k and q5_k share everything but the level count (15 or 31) and the sweep.
 void quantize_k_with_min(const float* x, uint8_t* L, int nmax, float rmin, int nstep,
                          uint8_t* scales_out, uint8_t* d_out, uint8_t* dmin_out) {
@@ -266,12 +254,13 @@ void quantize_k_with_min(const float* x, uint8_t* L, int nmax, float rmin, int n
   }
   const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
   const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-  std::memset(scales_out, 0, 12);
+  uint8_t ls[8];
+  uint8_t lm[8];
   for (int j = 0; j < 8; ++j) {
-    const auto ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
-    const auto lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
-    store_k4_scale_min(scales_out, j, ls, lm);
+    ls[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+    lm[j] = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
   }
+  k4_store_scales_mins(ls, lm, scales_out);
   store_f16(d_out, max_scale / 63.f);
   store_f16(dmin_out, max_min / 63.f);
   const float d_all = load_f16(d_out);
