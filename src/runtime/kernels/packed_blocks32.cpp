@@ -196,13 +196,13 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
 constexpr int64_t kAheadBytes = 2048;
 
 template <class F, int P, int T>
-PQ_INLINE void dot_tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
+PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
   __m512 acc[P][T];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
   }
   const uint8_t* panel[P];
-  _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) panel[p] = panel_at(w, p0 + p);
+  _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) panel[p] = panel_at(w, p0 + p * ps);
   const uint8_t* act[T];
   _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.quants_of(t0 + t, 0);
   // The scales (and zero points) are loaded where they are used, once per run: held
@@ -281,7 +281,7 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0,
     }
   }
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-    const int64_t row0 = (p0 + p) * kPanelRows;
+    const int64_t row0 = (p0 + p * ps) * kPanelRows;
     const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - row0);
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, acc[p][t]);
@@ -294,8 +294,8 @@ struct Tiles32 {
   static constexpr int kMaxTokens = 6;
   static constexpr int panels_for(int t) { return t == 1 ? 4 : 2; }
   template <int P, int T>
-  PQ_INLINE static void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
-    dot_tile<F, P, T>(w, p0, a, t0, y, ys);
+  PQ_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
+    dot_tile<F, P, T>(w, p0, ps, a, t0, y, ys);
   }
 };
 

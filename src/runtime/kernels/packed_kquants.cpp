@@ -64,9 +64,9 @@ PK_INLINE __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterp
 constexpr int64_t kAheadBytes = 2048;
 
 template <int P, int T>
-PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t t0, __m512 (&acc)[P][T], float* y, int64_t ys) {
+PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t ps, int64_t t0, __m512 (&acc)[P][T], float* y, int64_t ys) {
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-    const int64_t row0 = (p0 + p) * kPanelRows;
+    const int64_t row0 = (p0 + p * ps) * kPanelRows;
     const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - row0);
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
@@ -130,7 +130,7 @@ struct NibbleK {
   }
 
   template <int P, int T>
-  PK_INLINE static void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
+  PK_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
     __m512 acc[P][T];
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
@@ -139,7 +139,7 @@ struct NibbleK {
     const __m512i sixteen = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < w.nb; ++b) {
       const uint8_t* g[P];
-      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p, b);
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p * ps, b);
       const uint8_t* act[T];
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
       __m512i isum[P][T];
@@ -206,7 +206,7 @@ struct NibbleK {
         }
       }
     }
-    store_tile<P, T>(w, p0, t0, acc, y, ys);
+    store_tile<P, T>(w, p0, ps, t0, acc, y, ys);
   }
 };
 
@@ -383,14 +383,14 @@ struct SixteenK {
   }
 
   template <int P, int T>
-  PK_INLINE static void tile(const Weights& w, int64_t p0, const Acts& a, int64_t t0, float* y, int64_t ys) {
+  PK_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
     __m512 acc[P][T];
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < w.nb; ++b) {
       const uint8_t* g[P];
-      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p, b);
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p * ps, b);
       const uint8_t* act[T];
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
       __m512i isum[P][T];
@@ -483,7 +483,7 @@ struct SixteenK {
         }
       }
     }
-    store_tile<P, T>(w, p0, t0, acc, y, ys);
+    store_tile<P, T>(w, p0, ps, t0, acc, y, ys);
   }
 };
 

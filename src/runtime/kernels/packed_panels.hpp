@@ -52,15 +52,19 @@ void for_each_panel_tile(int64_t p0, int64_t p1, int64_t n_tokens, int max_token
 
 // A VNNI kernel's tiles, `Tiles`: kMaxTokens (the widest token tile), panels_for(T) (the
 // panels a tile of T tokens runs side by side: what the registers hold) and
-// tile<P, T>(weights, p0, acts, t0, y, y_stride), P panels from p0 against T tokens from t0.
+// tile<P, T>(weights, p0, ps, acts, t0, y, y_stride), the P panels p0, p0 + ps, ... against
+// T tokens from t0.
 // Panels [p0, p1) against a tile of T tokens, panels_for(T) at a time, then one at a time.
+// A tile's P panels are P streams (a panel's bytes are contiguous); they come from the P
+// equal parts of the range, panel i of each (tile<P, T>(w, p0 + i, part, ...)): distant
+// streams, as the plain-dtype kernels take their rows (runtime.md).
 template <class Tiles, int T, class Weights, class Acts>
 LOOM_TARGET_AVX512_VNNI void panels_tile(const Weights& w, int64_t p0, int64_t p1, const Acts& a, int64_t t0,
                                          float* y, int64_t ys) {
   constexpr int kP = Tiles::panels_for(T);
-  int64_t p = p0;
-  for (; p + kP <= p1; p += kP) Tiles::template tile<kP, T>(w, p, a, t0, y, ys);
-  for (; p < p1; ++p) Tiles::template tile<1, T>(w, p, a, t0, y, ys);
+  const int64_t part = (p1 - p0) / kP;
+  for (int64_t i = 0; i < part; ++i) Tiles::template tile<kP, T>(w, p0 + i, part, a, t0, y, ys);
+  for (int64_t p = p0 + part * kP; p < p1; ++p) Tiles::template tile<1, T>(w, p, 1, a, t0, y, ys);
 }
 
 // panels_tile for T = 1..Tiles::kMaxTokens, indexed by T - 1.
