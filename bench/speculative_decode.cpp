@@ -21,9 +21,11 @@
 // --pass-costs 1 prints, instead, what a verification pass of 1..max_draft+1 tokens
 // costs after the prompt (the median of 15), for each row's target.
 //
-// Each repetition generates --gen tokens greedily, plain (no drafter) then speculative,
-// from the same prompt through loom::speculative_generate_from_tokens; the tokens must be
-// identical (the run fails otherwise). Figures are medians over repetitions.
+// Each repetition generates --gen tokens greedily, plain (no drafter) and speculative
+// (plain first in even repetitions, speculative first in odd ones), from the same prompt
+// through loom::speculative_generate_from_tokens; the tokens must be identical (the run
+// fails otherwise). Figures are medians over repetitions; the speedup is the median of
+// the repetitions' own ratios.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -208,11 +210,19 @@ int main(int argc, char** argv) {
         print_pass_costs(session, row, variant, row_prompt, params.max_draft + 1);
         continue;
       }
-      std::vector<double> plain_s, spec_s;
+      std::vector<double> plain_s, spec_s, ratios;
       loom::SpeculativeResult last;
       for (int r = 0; r < reps; ++r) {
-        const Measured plain = generate(session, row_prompt, nullptr, params, gen);
-        const Measured spec = generate(session, row_prompt, drafter.get(), params, gen);
+        // The order alternates (plain first in even repetitions): on a machine whose speed
+        // drifts by the minute, whichever ran first would otherwise be favoured.
+        Measured plain, spec;
+        if (r % 2 == 0) {
+          plain = generate(session, row_prompt, nullptr, params, gen);
+          spec = generate(session, row_prompt, drafter.get(), params, gen);
+        } else {
+          spec = generate(session, row_prompt, drafter.get(), params, gen);
+          plain = generate(session, row_prompt, nullptr, params, gen);
+        }
         if (spec.result.generation.tokens != plain.result.generation.tokens) {
           std::fprintf(stderr, "%s (%s): speculative greedy output differs from plain decoding\n", row.name.c_str(),
                        variant.c_str());
@@ -220,11 +230,15 @@ int main(int argc, char** argv) {
         }
         plain_s.push_back(plain.seconds);
         spec_s.push_back(spec.seconds);
+        ratios.push_back(plain.seconds / spec.seconds);
         last = spec.result;
       }
       const double n = static_cast<double>(last.generation.tokens.size());
       const double tps = n / median(spec_s);
       const double plain_tps = n / median(plain_s);
+      // The speedup is the median of each repetition's own ratio (its two runs minutes
+      // apart at most), not the ratio of the medians.
+      const double speedup = median(ratios);
       const double passes_per_token = static_cast<double>(last.stats.target_passes) / n;
       if (json) {
         loom::JsonWriter w(false);
@@ -239,7 +253,7 @@ int main(int argc, char** argv) {
             .field("adaptive", params.adaptive)
             .field("tokens_per_s", tps)
             .field("plain_tokens_per_s", plain_tps)
-            .field("speedup", tps / plain_tps)
+            .field("speedup", speedup)
             .field("acceptance", last.stats.acceptance())
             .field("drafted", last.stats.drafted)
             .field("target_passes_per_token", passes_per_token)
@@ -253,7 +267,7 @@ int main(int argc, char** argv) {
         // acceptance check), and a plain decoding step for scale.
         const double passes = static_cast<double>(std::max<int64_t>(1, last.stats.target_passes));
         std::printf("%-12s %-7s %10.2f %10.2f %7.2fx %10.1f%% %13.3f %13.2f %9.2f %9.2f %9.2f\n", row.name.c_str(),
-                    variant.c_str(), tps, plain_tps, tps / plain_tps, 100.0 * last.stats.acceptance(),
+                    variant.c_str(), tps, plain_tps, speedup, 100.0 * last.stats.acceptance(),
                     passes_per_token, last.tokens_per_target_pass(), 1e3 * last.stats.draft_seconds / passes,
                     1e3 * last.stats.verify_seconds / passes, 1e3 / plain_tps);
       }
