@@ -119,7 +119,7 @@ TEST_CASE("packing: what cannot be packed is refused, and a packed tensor is not
 TEST_CASE("packed q8_0, q4_0, q4_1, q5_0, q5_1, gq8 and gq4: products match the row-major kernels and keep one set of bits") {
   std::mt19937 rng(9);
   for (const Case& c : kCases) {
-    for (const int64_t rows : {1, 13, 16, 40, 75}) {
+    for (const int64_t rows : {1, 13, 16, 40, 75, 150, 260}) {
       for (const int64_t cols : cols_for(c)) {
         const Tensor w = t::random_quantized(c.dtype, rows, cols, rng);
         t::check_packed_products(w, loom::pack(w, c.packing), rng);

@@ -82,7 +82,7 @@ TEST_CASE("packing: the k-quant packings (q2_k_x16 .. q6_k_x16) pack and unpack 
 TEST_CASE("packed k-quants (q2_k .. q6_k): products match the row-major kernels and keep one set of bits") {
   std::mt19937 rng(23);
   for (const Case& c : kCases) {
-    for (const int64_t rows : {1, 13, 16, 40, 75}) {
+    for (const int64_t rows : {1, 13, 16, 40, 75, 150, 260}) {
       for (const int64_t cols : {256, 1024}) {
         const Tensor w = t::random_quantized(c.dtype, rows, cols, rng);
         t::check_packed_products(w, loom::pack(w, c.packing), rng);
