@@ -239,13 +239,13 @@ void gemm(const typename L::T* w, int64_t ws, const float* x, int64_t xs, int64_
   const int64_t narrow = n_tokens / tiles;    // every tile is `narrow` or narrow + 1 wide,
   const int64_t wide = n_tokens % tiles;      // the first `wide` ones narrow + 1
   // f32 weights (4 bytes each, the most memory per FMA) up to Isa::kOneTileTokens tokens
-  // in one tile of fewer rows (3 x 7..9 on AVX-512, 27 accumulators + 3 weights + 1 token
-  // vector at 9: the 9-token verification pass of a speculative round with the default
-  // 8 drafts, which as 5 + 4 over blocks cost 1.3-1.4x the 8-token pass and now about
-  // 1.05x) read each weight once; f16 / bf16 ran
-  // slower that way than as two tiles over L2 blocks (loom_linear_bench 4096 x 4096,
-  // 8 tokens, alternating: f32 1944-2030 against 2364-2394 us at 2 threads, 4094-4208
-  // against 5018-5073 at 1; f16 batched decode at B = 8 401-497 against 628-690 tokens/s).
+  // in one tile of fewer rows read each weight once: 3 x 7..9 on AVX-512, at 9 tokens 27
+  // accumulators + 3 weights + 1 token vector (a speculative round with the default 8
+  // drafts verifies 9 tokens; as 5 + 4 over blocks that pass cost 1.3-1.4x the 8-token
+  // one, now about 1.05x). f16 / bf16 ran slower that way than as two tiles over L2
+  // blocks (loom_linear_bench 4096 x 4096, 8 tokens, alternating: f32 1944-2030 against
+  // 2364-2394 us at 2 threads, 4094-4208 against 5018-5073 at 1; f16 batched decode at
+  // B = 8 401-497 against 628-690 tokens/s).
   constexpr int kWhole = sizeof(E) == 4 ? std::max(kT, Isa::kOneTileTokens) : kT;
   if (Isa::kOneTileWhole && n_tokens <= kWhole) {
     // One token tile (speculative verification, small batches) reads each weight once
