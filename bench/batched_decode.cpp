@@ -3,6 +3,7 @@
 //
 //   build/bench/loom_batched_decode [--shape small|1b] [--dtype f16,q8_0,q4_k] [--batch 1,2,4,8,16]
 //                                   [--threads N] [--prompt 128] [--steps 64] [--reps 3] [--repack off,auto]
+//                                   [--kv f32|f16]
 //
 // For each dtype and batch size B: B different `prompt`-token prompts are prefilled on
 // one Batch (chunked within its token budget), then `steps` passes each decode one token
@@ -12,12 +13,15 @@
 // (against the measured fp32 FMA peak, or the int8 dot-product peak for quantized weights,
 // marked "int8"): as B grows decode moves from the first ceiling towards the second.
 // With --repack auto (default: off and auto) each dtype that has a kernel-native layout on
-// this CPU is measured again with its matrices packed (the "layout" column).
+// this CPU is measured again with its matrices packed (the "layout" column). --kv f16
+// stores the KV cache in f16 (llama.cpp's default) instead of loom's default f32: at
+// B = 16 the pass reads about as many KV bytes as weight bytes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -73,10 +77,11 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"--shape", "small"}, {"--dtype", "f16,q8_0,q4_k"},
                                           {"--batch", "1,2,4,8,16"}, {"--threads", "0"},
                                           {"--prompt", "128"},     {"--steps", "64"},
-                                          {"--reps", "3"},         {"--repack", "off,auto"}};
+                                          {"--reps", "3"},         {"--repack", "off,auto"},
+                                          {"--kv", "f32"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
-      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --batch --threads --prompt --steps --reps --repack)\n",
+      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --batch --threads --prompt --steps --reps --repack --kv)\n",
                    argv[i]);
       return 2;
     }
@@ -86,6 +91,12 @@ int main(int argc, char** argv) {
   const int prompt = std::stoi(args["--prompt"]);
   const int steps = std::stoi(args["--steps"]);
   const int reps = std::stoi(args["--reps"]);
+  const std::optional<loom::DType> kv = loom::dtype_from_name(args["--kv"]);
+  if (!kv || (*kv != loom::DType::f32 && *kv != loom::DType::f16)) {
+    std::fprintf(stderr, "--kv takes f32 or f16, got %s\n", args["--kv"].c_str());
+    return 2;
+  }
+  const loom::DType kv_dtype = *kv;
   std::vector<int64_t> batch_sizes;
   for (const auto& b : split(args["--batch"])) batch_sizes.push_back(std::stoll(b));
   if (prompt < 1 || steps < 1 || reps < 1 || batch_sizes.empty() ||
@@ -108,7 +119,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads),
               static_cast<long long>(config.n_kv_heads), static_cast<long long>(config.intermediate_size),
               static_cast<long long>(config.vocab_size), params / 1e6);
-  std::printf("batch: %d-token prompts, %d decode passes, median of %d reps\n", prompt, steps, reps);
+  std::printf("batch: %d-token prompts, %d decode passes, median of %d reps, %s KV cache\n", prompt, steps, reps,
+              std::string(loom::dtype_name(kv_dtype)).c_str());
   std::printf("%-7s %-9s %4s %12s %12s %10s %10s %8s %8s %11s %8s\n", "dtype", "layout", "B", "prefill t/s",
               "decode t/s", "t/s/seq", "dec GB/s", "bw GB/s", "of bw", "dec GFLOP/s", "of peak");
 
@@ -138,6 +150,7 @@ int main(int argc, char** argv) {
         bo.context_length = prompt + steps + 1;
         bo.token_budget = std::max<int64_t>(bo.token_budget, b);  // every decode token in one pass
         bo.pool = pool;
+        bo.kv_dtype = kv_dtype;
         loom::Batch batch(model, bo);
         std::vector<double> prefill_s, decode_s;
         for (int r = 0; r < reps; ++r) {

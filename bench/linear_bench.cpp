@@ -3,6 +3,10 @@
 // continuous batch, 4 and 2 as in a speculative verification pass) for f32, f16 and bf16
 // weights, on 1 and 2 threads. Shapes: 4096 x 4096 and 2816 x 1024 (streamed from memory
 // or L3), 256 x 1024 (in L2: the kernel's compute rate without the memory stream).
+// BM_quant: the quantized types q8_0, q4_0, q4_k and q6_k, row-major (packed 0) and in
+// the kernel layout --repack auto would give them on this CPU (packed 1), at 1, 8, 16
+// and 128 tokens; GOP/s counts a multiply and an add per weight and token, as the int8
+// dot peak of loom_tokens_per_second / loom_batched_decode does.
 //   build/bench/loom_linear_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -14,6 +18,8 @@
 #include "loom/tensor.hpp"
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "tensor/packing.hpp"
+#include "tensor/quant/quant.hpp"
 
 namespace {
 
@@ -25,7 +31,11 @@ loom::Tensor weight(loom::DType dtype, int64_t rows, int64_t cols) {
     v = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
   }
   loom::Tensor t = loom::Tensor::empty(loom::Shape{rows, cols}, dtype);
-  loom::convert(loom::DType::f32, values.data(), dtype, t.mutable_raw_data(), values.size());
+  if (loom::is_quantized(dtype)) {
+    loom::quant::quantize(dtype, values.data(), t.mutable_raw_data(), values.size());
+  } else {
+    loom::convert(loom::DType::f32, values.data(), dtype, t.mutable_raw_data(), values.size());
+  }
   return t;
 }
 
@@ -58,6 +68,45 @@ void BM_prefill(benchmark::State& state) {
   state.SetLabel(std::string(loom::dtype_name(dtype)));
 }
 
+// {dtype, rows, cols, threads, tokens, packed}
+void BM_quant(benchmark::State& state) {
+  const auto dtype = static_cast<loom::DType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(4);
+  auto w = weight(dtype, rows, cols);
+  const loom::Packing packing = loom::kernels::preferred_packing(dtype);
+  if (state.range(5) != 0) {
+    if (packing == loom::Packing::none) {
+      state.SkipWithError("no packing for this dtype on this CPU");
+      return;
+    }
+    w = loom::pack(w, packing);
+  }
+  std::vector<float> x(static_cast<size_t>(cols * tokens)), y(static_cast<size_t>(rows * tokens));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.01f - 0.03f;
+  loom::ThreadPool pool(static_cast<int>(state.range(3)));
+  for (auto _ : state) {
+    loom::kernels::linear(w, nullptr, x.data(), cols, tokens, y.data(), rows, pool);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GOP/s"] = benchmark::Counter(static_cast<double>(2 * rows * cols * tokens),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(loom::dtype_name(dtype)) +
+                 (state.range(5) != 0 ? " " + std::string(loom::packing_info(packing).name) : " rows"));
+}
+
+void quant_args(benchmark::internal::Benchmark* b) {
+  for (auto dt : {loom::DType::q8_0, loom::DType::q4_0, loom::DType::q4_k, loom::DType::q6_k}) {
+    for (int threads : {1, 2}) {
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2816, 1024}, {256, 1024}}) {
+        for (int64_t n : {1, 8, 16, 128}) {
+          for (int64_t packed : {0, 1}) b->Args({static_cast<int64_t>(dt), rows, cols, threads, n, packed});
+        }
+      }
+    }
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 // {dtype, rows, cols, threads[, tokens]}
 void shapes(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> tokens) {
   for (auto dt : {loom::DType::f32, loom::DType::f16, loom::DType::bf16}) {
@@ -77,4 +126,5 @@ void prefill_args(benchmark::internal::Benchmark* b) { shapes(b, {128, 8, 4, 2})
 
 BENCHMARK(BM_decode)->Apply(decode_args);
 BENCHMARK(BM_prefill)->Apply(prefill_args);
+BENCHMARK(BM_quant)->Apply(quant_args);
 BENCHMARK_MAIN();
