@@ -288,11 +288,15 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
   }
 }
 
-// F's tiles (vnni_panels, packed_panels.hpp): 4 panels x 1 token, 2 panels x 2..6 tokens.
+// F's tiles (vnni_panels, packed_panels.hpp): 1 panel x 1 token, 2 panels x 2..6 tokens.
+// Decode (1 token) reads one panel at a time, one weight stream per thread, as the
+// row-major kernels do: with 4 panels side by side (4 streams) packed decode from memory
+// ran below the row-major one, while in cache the two tilings run at the same rate
+// (docs/quantization.md, 2026-12-03).
 template <class F>
 struct Tiles32 {
   static constexpr int kMaxTokens = 6;
-  static constexpr int panels_for(int t) { return t == 1 ? 4 : 2; }
+  static constexpr int panels_for(int t) { return t == 1 ? 1 : 2; }
   template <int P, int T>
   PQ_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
     dot_tile<F, P, T>(w, p0, ps, a, t0, y, ys);

@@ -51,7 +51,8 @@ void for_each_panel_tile(int64_t p0, int64_t p1, int64_t n_tokens, int max_token
 }
 
 // A VNNI kernel's tiles, `Tiles`: kMaxTokens (the widest token tile), panels_for(T) (the
-// panels a tile of T tokens runs side by side: what the registers hold) and
+// panels a tile of T tokens runs side by side: what the registers hold, and for decode,
+// T = 1, how many weight streams a thread reads at once) and
 // tile<P, T>(weights, p0, ps, acts, t0, y, y_stride), the P panels p0, p0 + ps, ... against
 // T tokens from t0.
 // Panels [p0, p1) against a tile of T tokens, panels_for(T) at a time, then one at a time.
