@@ -115,13 +115,14 @@ inline void check_packed_weight(const Tensor& w, Packing packing, DType dtype) {
   }
 }
 
-// Splits the panels of a `rows`-row weight over the pool in multiples of `grain` panels;
-// each thread runs range(p0, p1) on its panels and adds the bias to their rows.
+// Splits the panels of a `rows`-row weight over the pool in multiples of `grain` panels
+// (split_rows, linear.hpp: chunks from a shared counter in decode, one share per thread
+// otherwise); each call runs range(p0, p1) on its panels and adds the bias to their rows.
 template <class Range>
 void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bias, int64_t n_tokens, float* y,
                  int64_t y_stride, Range&& range) {
   const int64_t panels = (rows + kPackedPanelRows - 1) / kPackedPanelRows;
-  pool.parallel_for(panels, grain, [&](int64_t p0, int64_t p1, int) {
+  split_rows(pool, panels, grain, n_tokens, [&](int64_t p0, int64_t p1) {
     range(p0, p1);
     add_bias(bias, p0 * kPackedPanelRows, std::min(rows, p1 * kPackedPanelRows), n_tokens, y, y_stride);
   });
