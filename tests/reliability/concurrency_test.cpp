@@ -4,6 +4,7 @@
 // this file (label "threads") to prove the sharing is also free of data races.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "loom/session.hpp"
 #include "loom/thread_pool.hpp"
 #include "reliability/reliability_support.hpp"
+#include "runtime/kernels/linear.hpp"
 #include "support/test_support.hpp"
 #include "support/tiny_model.hpp"
 
@@ -219,6 +221,41 @@ TEST_CASE("threads: parallel_for covers every index exactly once for any size, g
         INFO("threads " << threads << " n " << n << " grain " << grain);
         CHECK(wrong == 0);
         CHECK(bad_ranges.load() == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("threads: split_rows covers every row exactly once, in whole grains, for decode and batches") {
+  // Decode (1 token) hands chunks out from a shared counter; several tokens take
+  // parallel_for's one share per thread. Either way every row once, every piece but the
+  // last a whole number of grains, and no piece empty.
+  for (int threads : {1, 2, 3, 5}) {
+    loom::ThreadPool pool(threads);
+    for (int64_t n_tokens : {1, 4}) {
+      for (int64_t n : {1, 2, 7, 64, 1000, 4097}) {
+        for (int64_t grain : {1, 3, 16, 5000}) {
+          std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+          std::atomic<int> bad_ranges{0}, pieces{0};
+          loom::kernels::split_rows(pool, n, grain, n_tokens, [&](int64_t b, int64_t e) {
+            if (b >= e || b % grain != 0 || (e != n && (e - b) % grain != 0)) ++bad_ranges;
+            ++pieces;
+            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+          });
+          int wrong = 0;
+          for (auto& h : hits) wrong += h.load() != 1;
+          INFO("threads " << threads << " n_tokens " << n_tokens << " n " << n << " grain " << grain);
+          CHECK(wrong == 0);
+          CHECK(bad_ranges.load() == 0);
+          const int64_t units = (n + grain - 1) / grain;
+          if (n_tokens == 1 && threads > 1 && units > 1) {
+            // Decode: about kChunksPerThread pieces per thread (one grain each when there
+            // are fewer grains), not one share each.
+            CHECK(pieces.load() >= std::min<int64_t>(units, threads * loom::kernels::kChunksPerThread));
+          } else {
+            CHECK(pieces.load() <= threads);
+          }
+        }
       }
     }
   }
