@@ -188,7 +188,7 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     return;
   }
   if (n_tokens == 1) {
-    split_rows(pool, rows, 16, 1, [&](int64_t r0, int64_t r1) {
+    split_rows(pool, rows, 16, n_tokens, [&](int64_t r0, int64_t r1) {
       matvec_rows(w, x, y + r0, r0, r1);
       add_bias(bias, r0, r1, 1, y, y_stride);
     });
