@@ -233,7 +233,12 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
         __m512i wv[P], wh[P];
         _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
           const uint8_t* at = panel[p] + gi * kGroup<F> + F::Layout::quants + s * kRunBytes<F> + j * 64;
-          _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
+          if constexpr (T == 1) {  // decode: the whole stream (prefetch_group_step)
+            prefetch_group_step<kGroup<F>, F::kRuns * F::kVectors>(panel[p] + gi * kGroup<F>, kAheadBytes,
+                                                                   s * F::kVectors + j);
+          } else {
+            _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
+          }
           wv[p] = _mm512_loadu_si512(at);
           if constexpr (F::kNibbles) {
             const __m512i low4 = _mm512_set1_epi8(0x0F);

@@ -157,7 +157,11 @@ struct NibbleK {
           __m512i wl[P], wh[P];
           _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
             const uint8_t* at = g[p] + L::quant_at(0, 32 * pair + 4 * j);
-            _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
+            if constexpr (T == 1) {  // decode: the whole stream (prefetch_group_step)
+              prefetch_group_step<kGroupBytes, 32>(g[p], kAheadBytes, pair * 8 + j);
+            } else {
+              _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
+            }
             const __m512i v = _mm512_loadu_si512(at);
             wl[p] = _mm512_and_si512(v, low4);
             wh[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
@@ -270,11 +274,6 @@ struct Q6Bits : Int8Scales<packed_layout::Q6K> {
   PK_INLINE static __m512i quarter(const uint8_t* g, int h, int j, int q) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
     const uint8_t* chunk = g + L::chunk_at(h, j);
-    if (q == 0) {
-      _Pragma("GCC unroll 3") for (int line = 0; line < 3; ++line) {
-        _mm_prefetch(reinterpret_cast<const char*>(chunk + kAheadBytes + 64 * line), _MM_HINT_T0);
-      }
-    }
     const __m512i low = _mm512_loadu_si512(chunk + 64 * (q % 2));
     const __m512i C = _mm512_loadu_si512(chunk + 128);
     // Bits 2q, 2q + 1 of C to bits 4, 5 (a 16-bit shift's spill from the next byte
@@ -304,10 +303,6 @@ struct Q3Bits : Int8Scales<packed_layout::Q3K> {
     const __m512i three = _mm512_set1_epi8(0x03), four = _mm512_set1_epi8(0x04);
     const uint8_t* qs = g + L::quant_at(0, 32 * h + 4 * j);
     const uint8_t* hm = g + L::hmask_at(0, 4 * j);
-    if (q == 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(qs + kAheadBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(hm + kAheadBytes), _MM_HINT_T0);
-    }
     const __m512i Q = _mm512_loadu_si512(qs);
     const __m512i H = _mm512_loadu_si512(hm);
     // Bit b = 4h + q of H to bit 2 (a 16-bit shift's spill from the next byte never
@@ -333,7 +328,6 @@ struct Q2Bits {
   }
   PK_INLINE static __m512i quarter(const uint8_t* g, int h, int j, int q) {
     const uint8_t* qs = g + L::quant_at(0, 32 * h + 4 * j);
-    if (q == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + kAheadBytes), _MM_HINT_T0);
     return _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(qs), 2 * q), _mm512_set1_epi8(0x03));
   }
   static int32_t scale(const uint8_t* g, int64_t r, int group) { return g[L::scales + group * 16 + r] & 0xF; }
@@ -416,6 +410,9 @@ struct SixteenK {
             }
             _Pragma("GCC unroll 4") for (int jj = 0; jj < 4; ++jj) {
               const int j = 4 * half16 + jj;  // columns l = 4j .. 4j + 3
+              _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+                prefetch_group_step<kGroupBytes, 16>(g[p], kAheadBytes, (2 * h + half16) * 4 + jj);
+              }
               _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
                 int32_t four;
                 std::memcpy(&four, act[0] + 128 * h + 32 * q + 4 * j, 4);
@@ -446,7 +443,12 @@ struct SixteenK {
               _Pragma("GCC unroll 4") for (int jj = 0; jj < 4; ++jj) {
                 const int j = 4 * half16 + jj;  // columns l = 4j .. 4j + 3
                 __m512i u[P];
-                _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) u[p] = Bits::quarter(g[p], h, j, q);
+                _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+                  // In the first quarter's steps only (the later quarters read the same
+                  // chunks again), as decode's 16 steps.
+                  if (q == 0) prefetch_group_step<kGroupBytes, 16>(g[p], kAheadBytes, (2 * h + half16) * 4 + jj);
+                  u[p] = Bits::quarter(g[p], h, j, q);
+                }
                 _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
                   int32_t four;
                   std::memcpy(&four, act[t] + 128 * h + 32 * q + 4 * j, 4);

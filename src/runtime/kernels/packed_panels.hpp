@@ -27,6 +27,26 @@ inline constexpr int64_t kPackedPanelRows = 16;
 // weight still works through the scalar family, which computes the same numbers slowly.
 inline bool packed_vnni_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
 
+// Software prefetch of a panel's stream in decode: a group (one block of one panel) of
+// kBytes is walked in kSteps steps, and step k prefetches the lines of its share of the
+// bytes `ahead` past the group, [k * kPer, (k + 1) * kPer) with kPer = kBytes / kSteps
+// rounded up (a fixed count of lines, so no branch). A panel's groups are contiguous, so
+// the steps of every group together prefetch every line of the panel's stream: scales,
+// zero points and masks too, not only the quant vectors the steps load. Prefetching
+// ahead of each loaded vector instead skipped, per group, the lines at the distance of
+// its header and masks (a q6_k group's 288 header bytes, q4_k's 320 of 2368, q5_k's
+// masks too), which the hardware prefetchers did not make up for: decode from memory,
+// four rounds alternating, new over old, q5_k +20-51%, q4_k +5-28%, q6_k +1-16%, q8_0
+// +12-40% (docs/quantization.md). Prefill keeps one prefetch per loaded vector: spread
+// shares with a loop of varying count ran its q4_k / q6_k tiles 17-45% slower in L2.
+template <int64_t kBytes, int kSteps>
+inline void prefetch_group_step(const uint8_t* group, int64_t ahead, int k) {
+  constexpr int64_t kPer = (kBytes + kSteps - 1) / kSteps;
+  constexpr int kLines = static_cast<int>((kPer + 63) / 64) + 1;
+  const uint8_t* at = group + ahead + k * kPer;
+  for (int i = 0; i < kLines; ++i) _mm_prefetch(reinterpret_cast<const char*>(at + 64 * i), _MM_HINT_T0);
+}
+
 // Calls tile(b0, b1, t0, width) so that every panel of [p0, p1) meets every token: blocks
 // of panels of about 256 KiB (a multiple of `block_multiple` panels) stay in L2 while the
 // token tiles, balanced widths of at most `max_tokens`, pass over them; a single tile
