@@ -190,10 +190,6 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
 
 #define PQ_INLINE LOOM_TARGET_AVX512_VNNI __attribute__((always_inline)) inline
 
-// How far ahead of its loads each panel stream prefetches: 2 KiB (in a 32000 x 1024
-// product from memory, one thread, 4 tokens: 1593 us without, 1016 with 2 KiB, 940 with
-// 4 KiB; one token 840 either way, the row-major kernel's 823).
-constexpr int64_t kAheadBytes = 2048;
 
 template <class F, int P, int T>
 PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
@@ -233,12 +229,7 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
         __m512i wv[P], wh[P];
         _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
           const uint8_t* at = panel[p] + gi * kGroup<F> + F::Layout::quants + s * kRunBytes<F> + j * 64;
-          if constexpr (T == 1) {  // decode: the whole stream (prefetch_group_step)
-            prefetch_group_step<kGroup<F>, F::kRuns * F::kVectors>(panel[p] + gi * kGroup<F>, kAheadBytes,
-                                                                   s * F::kVectors + j);
-          } else {
-            _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
-          }
+          prefetch_step<T, kGroup<F>, F::kRuns * F::kVectors>(panel[p] + gi * kGroup<F>, at, s * F::kVectors + j);
           wv[p] = _mm512_loadu_si512(at);
           if constexpr (F::kNibbles) {
             const __m512i low4 = _mm512_set1_epi8(0x0F);

@@ -59,10 +59,6 @@ struct Weights {
 PK_INLINE __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 PK_INLINE __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// Each panel stream prefetches this far ahead of its loads (as the 32-element-block
-// packed kernels).
-constexpr int64_t kAheadBytes = 2048;
-
 template <int P, int T>
 PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t ps, int64_t t0, __m512 (&acc)[P][T], float* y, int64_t ys) {
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
@@ -157,11 +153,7 @@ struct NibbleK {
           __m512i wl[P], wh[P];
           _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
             const uint8_t* at = g[p] + L::quant_at(0, 32 * pair + 4 * j);
-            if constexpr (T == 1) {  // decode: the whole stream (prefetch_group_step)
-              prefetch_group_step<kGroupBytes, 32>(g[p], kAheadBytes, pair * 8 + j);
-            } else {
-              _mm_prefetch(reinterpret_cast<const char*>(at + kAheadBytes), _MM_HINT_T0);
-            }
+            prefetch_step<T, kGroupBytes, 32>(g[p], at, pair * 8 + j);
             const __m512i v = _mm512_loadu_si512(at);
             wl[p] = _mm512_and_si512(v, low4);
             wh[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
@@ -411,7 +403,7 @@ struct SixteenK {
             _Pragma("GCC unroll 4") for (int jj = 0; jj < 4; ++jj) {
               const int j = 4 * half16 + jj;  // columns l = 4j .. 4j + 3
               _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-                prefetch_group_step<kGroupBytes, 16>(g[p], kAheadBytes, (2 * h + half16) * 4 + jj);
+                prefetch_group_step<kGroupBytes, 16>(g[p], (2 * h + half16) * 4 + jj);
               }
               _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) {
                 int32_t four;
@@ -444,9 +436,10 @@ struct SixteenK {
                 const int j = 4 * half16 + jj;  // columns l = 4j .. 4j + 3
                 __m512i u[P];
                 _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-                  // In the first quarter's steps only (the later quarters read the same
-                  // chunks again), as decode's 16 steps.
-                  if (q == 0) prefetch_group_step<kGroupBytes, 16>(g[p], kAheadBytes, (2 * h + half16) * 4 + jj);
+                  // A chunk is three vectors, each read by the four quarters: the group's
+                  // 16 steps (as decode's) in the first quarter's pass, not a prefetch
+                  // per vector (prefetch_step's choice for the other prefill tiles).
+                  if (q == 0) prefetch_group_step<kGroupBytes, 16>(g[p], (2 * h + half16) * 4 + jj);
                   u[p] = Bits::quarter(g[p], h, j, q);
                 }
                 _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {

@@ -27,24 +27,42 @@ inline constexpr int64_t kPackedPanelRows = 16;
 // weight still works through the scalar family, which computes the same numbers slowly.
 inline bool packed_vnni_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
 
+// How far ahead of its loads each panel stream prefetches, in every packed kernel: 2 KiB
+// (in a 32000 x 1024 packed product from memory, one thread, 4 tokens: 1593 us without,
+// 1016 with 2 KiB, 940 with 4 KiB; one token 840 either way, the row-major kernel's 823).
+inline constexpr int64_t kPackedAheadBytes = 2048;
+
 // Software prefetch of a panel's stream in decode: a group (one block of one panel) of
 // kBytes is walked in kSteps steps, and step k prefetches the lines of its share of the
-// bytes `ahead` past the group, [k * kPer, (k + 1) * kPer) with kPer = kBytes / kSteps
-// rounded up (a fixed count of lines, so no branch). A panel's groups are contiguous, so
-// the steps of every group together prefetch every line of the panel's stream: scales,
-// zero points and masks too, not only the quant vectors the steps load. Prefetching
-// ahead of each loaded vector instead skipped, per group, the lines at the distance of
-// its header and masks (a q6_k group's 288 header bytes, q4_k's 320 of 2368, q5_k's
-// masks too), which the hardware prefetchers did not make up for: decode from memory,
-// four rounds alternating, new over old, q5_k +20-51%, q4_k +5-28%, q6_k +1-16%, q8_0
-// +12-40% (docs/quantization.md). Prefill keeps one prefetch per loaded vector: spread
-// shares with a loop of varying count ran its q4_k / q6_k tiles 17-45% slower in L2.
+// bytes kPackedAheadBytes past the group, [k * kPer, (k + 1) * kPer) with kPer = kBytes /
+// kSteps rounded up (a fixed count of lines, so no branch). A panel's groups are
+// contiguous, so the steps of every group together prefetch every line of the panel's
+// stream: scales, zero points and masks too, not only the quant vectors the steps load.
+// Prefetching ahead of each loaded vector instead skipped, per group, the lines at the
+// distance of its header and masks (a q6_k group's 288 header bytes, q4_k's 320 of 2368,
+// q5_k's masks too), which the hardware prefetchers did not make up for: decode from
+// memory, four rounds alternating, new over old, q5_k +20-51%, q4_k +5-28%, q6_k +1-16%,
+// q8_0 +12-40% (docs/quantization.md).
 template <int64_t kBytes, int kSteps>
-inline void prefetch_group_step(const uint8_t* group, int64_t ahead, int k) {
+inline void prefetch_group_step(const uint8_t* group, int k) {
   constexpr int64_t kPer = (kBytes + kSteps - 1) / kSteps;
   constexpr int kLines = static_cast<int>((kPer + 63) / 64) + 1;
-  const uint8_t* at = group + ahead + k * kPer;
+  const uint8_t* at = group + kPackedAheadBytes + k * kPer;
   for (int i = 0; i < kLines; ++i) _mm_prefetch(reinterpret_cast<const char*>(at + 64 * i), _MM_HINT_T0);
+}
+
+// The prefetch of step k of a tile of T tokens that loads the vector at `vector` of
+// `group`: decode (T = 1) the group's whole stream (prefetch_group_step); a tile of
+// several tokens only the line kPackedAheadBytes past the vector, as before: spreading the
+// group's shares there (with a loop of varying count) ran q4_k / q6_k prefill tiles 17-45%
+// slower in L2, and after the first token tile of an L2 block the prefetches only cost.
+template <int T, int64_t kBytes, int kSteps>
+inline void prefetch_step(const uint8_t* group, const uint8_t* vector, int k) {
+  if constexpr (T == 1) {
+    prefetch_group_step<kBytes, kSteps>(group, k);
+  } else {
+    _mm_prefetch(reinterpret_cast<const char*>(vector + kPackedAheadBytes), _MM_HINT_T0);
+  }
 }
 
 // Calls tile(b0, b1, t0, width) so that every panel of [p0, p1) meets every token: blocks
