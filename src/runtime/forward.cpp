@@ -82,24 +82,14 @@ void Forward::store_kv(int64_t layer, const Rows& rows) {
   const ModelConfig& c = model_->config();
   const int64_t hd = c.head_dim;
   const auto m = static_cast<int64_t>(rows.kv.size());
-  const bool f32 = kv_.dtype() == DType::f32;
   for (int64_t t = 0; t < m; ++t) {
     const SeqKv& kv = *rows.kv[static_cast<size_t>(t)];
     const int64_t p = rows.position[static_cast<size_t>(t)];
     const int32_t block = kv.block_of(p);
     const int64_t slot = kv.slot_of(p);
     for (int64_t g = 0; g < c.n_kv_heads; ++g) {
-      const float* ksrc = k_.data() + t * c.kv_dim() + g * hd;
-      const float* vsrc = v_.data() + t * c.kv_dim() + g * hd;
-      const int64_t kat = kv_.offset(block, layer, 0, g, slot);
-      const int64_t vat = kv_.offset(block, layer, 1, g, slot);
-      if (f32) {
-        std::memcpy(kv_.f32(kat), ksrc, static_cast<size_t>(hd) * sizeof(float));
-        std::memcpy(kv_.f32(vat), vsrc, static_cast<size_t>(hd) * sizeof(float));
-      } else {
-        f32_to_f16(ksrc, kv_.f16(kat), static_cast<size_t>(hd));
-        f32_to_f16(vsrc, kv_.f16(vat), static_cast<size_t>(hd));
-      }
+      kv_.store_row(block, slot, layer, 0, g, k_.data() + t * c.kv_dim() + g * hd);
+      kv_.store_row(block, slot, layer, 1, g, v_.data() + t * c.kv_dim() + g * hd);
     }
   }
 }
@@ -113,7 +103,8 @@ void Forward::attention(int64_t layer, const Rows& rows) {
       .scale = 1.0f / std::sqrt(static_cast<float>(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
                                                                               : static_cast<double>(hd))),
       .softcap = static_cast<float>(c.attn_logit_softcap),
-      .f16 = kv_.dtype() == DType::f16};
+      .f16 = kv_.dtype() == DType::f16,
+      .key_stride = kv_.block_tokens()};
   const int64_t window = c.layer_slides(layer) ? c.sliding_window : 0;
   const int64_t bt = kv_.block_tokens();
   const int64_t longest = rows.max_position + 1;
@@ -146,13 +137,7 @@ void Forward::attention(int64_t layer, const Rows& rows) {
         const int32_t block = kv.blocks()[static_cast<size_t>(j / bt)];
         const int64_t slot0 = j % bt;
         const int64_t stop = std::min(p + 1, j - slot0 + bt);
-        const int64_t kat = kv_.offset(block, layer, 0, g, slot0);
-        const int64_t vat = kv_.offset(block, layer, 1, g, slot0);
-        if (shape.f16) {
-          segments.push_back({kv_.f16(kat), kv_.f16(vat), stop - j});
-        } else {
-          segments.push_back({kv_.f32(kat), kv_.f32(vat), stop - j});
-        }
+        segments.push_back({kv_.keys(block, layer, g, slot0), kv_.values(block, layer, g, slot0), stop - j});
         j = stop;
       }
       kernels::attend(q_.data() + t * c.q_dim() + head0 * hd, n_queries, segments, p - first + 1, shape,
@@ -400,18 +385,12 @@ void Forward::rerotate_keys(SeqKv& kv, int64_t begin, int64_t end, int64_t delta
   }
   auto rope = model_->weights().rope_interleaved ? kernels::rope_interleaved : kernels::rope_half;
   std::vector<float> row(static_cast<size_t>(hd));
-  const bool f16 = kv_.dtype() == DType::f16;
   for (int64_t p = begin; p < end; ++p) {
     for (int64_t l = 0; l < c.n_layers; ++l) {
       for (int64_t g = 0; g < c.n_kv_heads; ++g) {
-        const int64_t at = kv_.offset(kv.block_of(p), l, 0, g, kv.slot_of(p));
-        if (f16) {
-          f16_to_f32(kv_.f16(at), row.data(), static_cast<size_t>(hd));
-          rope(row.data(), cs.data(), sn.data(), c.rope_dims);
-          f32_to_f16(row.data(), kv_.f16(at), static_cast<size_t>(hd));
-        } else {
-          rope(kv_.f32(at), cs.data(), sn.data(), c.rope_dims);
-        }
+        kv_.load_row(kv.block_of(p), kv.slot_of(p), l, 0, g, row.data());
+        rope(row.data(), cs.data(), sn.data(), c.rope_dims);
+        kv_.store_row(kv.block_of(p), kv.slot_of(p), l, 0, g, row.data());
       }
     }
   }

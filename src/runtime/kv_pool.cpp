@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "loom/convert.hpp"
 #include "loom/error.hpp"
 
 namespace loom::runtime {
@@ -62,30 +63,82 @@ void KvPool::release(int32_t block) noexcept {
   if (--r == 0) free_.push_back(block);
 }
 
-void KvPool::copy_block(int32_t from, int32_t to, int64_t tokens) noexcept {
-  const auto elem = static_cast<size_t>(dtype_size(dtype_));
-  auto* base = static_cast<std::byte*>(base_);
+void KvPool::copy_block(int32_t from, int32_t to) noexcept {
+  const auto bytes = static_cast<size_t>(block_elements_) * dtype_size(dtype_);
+  std::memcpy(element(static_cast<int64_t>(to) * block_elements_),
+              element(static_cast<int64_t>(from) * block_elements_), bytes);
+}
+
+void KvPool::copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_slot) noexcept {
+  const size_t elem = dtype_size(dtype_);
   for (int64_t l = 0; l < n_layers_; ++l) {
-    for (int kind = 0; kind < 2; ++kind) {
-      for (int64_t g = 0; g < n_kv_heads_; ++g) {
-        std::memcpy(base + static_cast<size_t>(offset(to, l, kind, g, 0)) * elem,
-                    base + static_cast<size_t>(offset(from, l, kind, g, 0)) * elem,
-                    static_cast<size_t>(tokens * head_dim_) * elem);
+    for (int64_t g = 0; g < n_kv_heads_; ++g) {
+      // The key: one element per dimension, block_tokens apart.
+      const std::byte* k = element(panel(from, l, 0, g) + from_slot);
+      std::byte* kd = element(panel(to, l, 0, g) + to_slot);
+      const size_t stride = static_cast<size_t>(block_tokens_) * elem;
+      for (int64_t d = 0; d < head_dim_; ++d) std::memmove(kd + d * stride, k + d * stride, elem);
+      std::memmove(element(panel(to, l, 1, g) + to_slot * head_dim_),
+                   element(panel(from, l, 1, g) + from_slot * head_dim_), static_cast<size_t>(head_dim_) * elem);
+    }
+  }
+}
+
+void KvPool::store_row(int32_t block, int64_t slot, int64_t layer, int kind, int64_t head,
+                       const float* row) noexcept {
+  const bool f16 = dtype_ == DType::f16;
+  const size_t n = static_cast<size_t>(head_dim_);
+  if (kind == 1) {
+    std::byte* at = element(panel(block, layer, 1, head) + slot * head_dim_);
+    if (f16) {
+      f32_to_f16(row, reinterpret_cast<uint16_t*>(at), n);
+    } else {
+      std::memcpy(at, row, n * sizeof(float));
+    }
+    return;
+  }
+  // The key: one element per dimension, block_tokens apart (converted as the values are,
+  // a chunk at a time, then scattered).
+  std::byte* at = element(panel(block, layer, 0, head) + slot);
+  const size_t stride = static_cast<size_t>(block_tokens_) * dtype_size(dtype_);
+  constexpr int64_t kChunk = 64;
+  uint16_t half[kChunk];
+  for (int64_t d0 = 0; d0 < head_dim_; d0 += kChunk) {
+    const int64_t nd = std::min(kChunk, head_dim_ - d0);
+    if (f16) f32_to_f16(row + d0, half, static_cast<size_t>(nd));
+    for (int64_t d = 0; d < nd; ++d) {
+      std::byte* e = at + static_cast<size_t>(d0 + d) * stride;
+      if (f16) {
+        std::memcpy(e, half + d, sizeof(uint16_t));
+      } else {
+        std::memcpy(e, row + d0 + d, sizeof(float));
       }
     }
   }
 }
 
-void KvPool::copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_slot) noexcept {
-  const auto elem = static_cast<size_t>(dtype_size(dtype_));
-  auto* base = static_cast<std::byte*>(base_);
-  for (int64_t l = 0; l < n_layers_; ++l) {
-    for (int kind = 0; kind < 2; ++kind) {
-      for (int64_t g = 0; g < n_kv_heads_; ++g) {
-        std::memmove(base + static_cast<size_t>(offset(to, l, kind, g, to_slot)) * elem,
-                     base + static_cast<size_t>(offset(from, l, kind, g, from_slot)) * elem,
-                     static_cast<size_t>(head_dim_) * elem);
-      }
+void KvPool::load_row(int32_t block, int64_t slot, int64_t layer, int kind, int64_t head,
+                      float* row) const noexcept {
+  const bool f16 = dtype_ == DType::f16;
+  const size_t n = static_cast<size_t>(head_dim_);
+  if (kind == 1) {
+    const std::byte* at = element(panel(block, layer, 1, head) + slot * head_dim_);
+    if (f16) {
+      f16_to_f32(reinterpret_cast<const uint16_t*>(at), row, n);
+    } else {
+      std::memcpy(row, at, n * sizeof(float));
+    }
+    return;
+  }
+  const std::byte* at = element(panel(block, layer, 0, head) + slot);
+  for (int64_t d = 0; d < head_dim_; ++d) {
+    const std::byte* e = at + static_cast<size_t>(d * block_tokens_) * dtype_size(dtype_);
+    if (f16) {
+      uint16_t h;
+      std::memcpy(&h, e, sizeof h);
+      row[d] = f16_to_f32_scalar(h);
+    } else {
+      std::memcpy(row + d, e, sizeof(float));
     }
   }
 }
@@ -143,7 +196,7 @@ bool SeqKv::prepare_append(int64_t n) {
     int32_t& b = blocks_[static_cast<size_t>(first)];
     if (pool_->refs(b) > 1) {
       const int32_t copy = pool_->allocate();
-      pool_->copy_block(b, copy, length_ - first * bt);
+      pool_->copy_block(b, copy);
       pool_->release(b);
       b = copy;
     }
@@ -191,7 +244,7 @@ bool SeqKv::make_exclusive(int64_t begin, int64_t end) {
     int32_t& block = blocks_[static_cast<size_t>(b)];
     if (pool_->refs(block) > 1) {
       const int32_t copy = pool_->allocate();
-      pool_->copy_block(block, copy, bt);
+      pool_->copy_block(block, copy);
       pool_->release(block);
       block = copy;
     }

@@ -1,9 +1,17 @@
 // Internal: the paged KV cache. One allocation holds every block; a block holds the keys
 // and values of `block_tokens` consecutive positions of one sequence for every layer:
 //
-//   block b: [n_layers][2 (k, v)][n_kv_heads][block_tokens][head_dim]  (f32 or f16)
+//   block b: [n_layers][2 (k, v)][n_kv_heads][panel]  (f32 or f16)
+//   keys panel:   [head_dim][block_tokens]  (dimension-major: key i's element d at
+//                 d * block_tokens + i)
+//   values panel: [block_tokens][head_dim]  (one row per position)
 //
-// so one head's keys inside a block are contiguous and attention streams them in order.
+// Keys are stored dimension-major so that the attention scores put consecutive positions
+// in a vector's lanes and sum each score as one FMA chain over the dimensions, with no
+// horizontal sums (kernels/attention.hpp); values stay rows, which the weighted sum reads
+// whole. store_row / load_row know both layouts and the dtype, keys() / values() give
+// the kernels their pointers; nothing else computes an address inside a block.
+//
 // Sequences own lists of block ids (their block tables); a block may be shared by several
 // sequences (a fork shares its parent's blocks) and is reference counted: it returns to
 // the free list when the last sequence lets go. A shared block is never written: the
@@ -12,6 +20,7 @@
 // Not thread-safe: the owning Session or Batch serializes access.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -42,8 +51,8 @@ class KvPool {
   void retain(int32_t block) noexcept { ++refs_[static_cast<size_t>(block)]; }
   void release(int32_t block) noexcept;
   int32_t refs(int32_t block) const noexcept { return refs_[static_cast<size_t>(block)]; }
-  // Copies every layer's keys and values of `from` into `to` (the first `tokens` positions).
-  void copy_block(int32_t from, int32_t to, int64_t tokens) noexcept;
+  // Copies every layer's keys and values of `from` into `to` (the whole block).
+  void copy_block(int32_t from, int32_t to) noexcept;
   // Copies one position's keys and values, every layer and head.
   void copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_slot) noexcept;
 
@@ -54,18 +63,30 @@ class KvPool {
   KvPoolStats stats() const noexcept;
   int64_t bytes() const noexcept { return storage_.nbytes(); }
 
-  // Element offset of (block, layer, kind 0 = k / 1 = v, kv head, position in block).
-  int64_t offset(int32_t block, int64_t layer, int kind, int64_t head, int64_t slot) const noexcept {
-    return (((static_cast<int64_t>(block) * n_layers_ + layer) * 2 + kind) * n_kv_heads_ + head) *
-               block_tokens_ * head_dim_ +
-           slot * head_dim_;
+  // One position's key (kind 0) or value (kind 1) row of head_dim floats, written in the
+  // pool's dtype and layout / read back widened to f32.
+  void store_row(int32_t block, int64_t slot, int64_t layer, int kind, int64_t head, const float* row) noexcept;
+  void load_row(int32_t block, int64_t slot, int64_t layer, int kind, int64_t head, float* row) const noexcept;
+  // For the attention kernels: the keys from position `slot` of a block on (element d of
+  // the key at slot + i is at keys(...)[d * block_tokens() + i], f32 or f16 as dtype()),
+  // and the value rows from `slot` on (row i at values(...)[i * head_dim]).
+  const void* keys(int32_t block, int64_t layer, int64_t head, int64_t slot) const noexcept {
+    return element(panel(block, layer, 0, head) + slot);
   }
-  float* f32(int64_t element) noexcept { return static_cast<float*>(base_) + element; }
-  const float* f32(int64_t element) const noexcept { return static_cast<const float*>(base_) + element; }
-  uint16_t* f16(int64_t element) noexcept { return static_cast<uint16_t*>(base_) + element; }
-  const uint16_t* f16(int64_t element) const noexcept { return static_cast<const uint16_t*>(base_) + element; }
+  const void* values(int32_t block, int64_t layer, int64_t head, int64_t slot) const noexcept {
+    return element(panel(block, layer, 1, head) + slot * head_dim_);
+  }
 
  private:
+  // Element offset of the (block, layer, kind 0 = k / 1 = v, kv head) panel.
+  int64_t panel(int32_t block, int64_t layer, int kind, int64_t head) const noexcept {
+    return (((static_cast<int64_t>(block) * n_layers_ + layer) * 2 + kind) * n_kv_heads_ + head) *
+           block_tokens_ * head_dim_;
+  }
+  std::byte* element(int64_t at) const noexcept {
+    return static_cast<std::byte*>(base_) + static_cast<size_t>(at) * dtype_size(dtype_);
+  }
+
   int64_t n_layers_ = 0, n_kv_heads_ = 0, head_dim_ = 0, block_tokens_ = 0;
   int64_t block_elements_ = 0;
   DType dtype_ = DType::f32;

@@ -158,26 +158,13 @@ void Session::copy_cache_from(const Session& other, int64_t n) {
   s.logit_rows = 0;
   if (n == 0) return;
   if (!s.kv->prepare_append(n)) throw Error(ErrorCode::internal, "the session's KV block is missing");
-  const auto hd = static_cast<size_t>(a.head_dim);
-  const bool from16 = o.kv_pool->dtype() == DType::f16;
-  const bool to16 = s.kv_pool->dtype() == DType::f16;
-  std::vector<float> row(hd);
+  std::vector<float> row(static_cast<size_t>(a.head_dim));
   for (int64_t p = 0; p < n; ++p) {
     for (int64_t l = 0; l < a.n_layers; ++l) {
       for (int kind = 0; kind < 2; ++kind) {
         for (int64_t g = 0; g < a.n_kv_heads; ++g) {
-          const int64_t src = o.kv_pool->offset(o.kv->block_of(p), l, kind, g, o.kv->slot_of(p));
-          const int64_t dst = s.kv_pool->offset(s.kv->block_of(p), l, kind, g, s.kv->slot_of(p));
-          const float* values = o.kv_pool->f32(src);
-          if (from16) {
-            f16_to_f32(o.kv_pool->f16(src), row.data(), hd);
-            values = row.data();
-          }
-          if (to16) {
-            f32_to_f16(values, s.kv_pool->f16(dst), hd);
-          } else {
-            std::copy(values, values + hd, s.kv_pool->f32(dst));
-          }
+          o.kv_pool->load_row(o.kv->block_of(p), o.kv->slot_of(p), l, kind, g, row.data());
+          s.kv_pool->store_row(s.kv->block_of(p), s.kv->slot_of(p), l, kind, g, row.data());
         }
       }
     }

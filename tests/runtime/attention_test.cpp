@@ -39,24 +39,36 @@ std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
   return v;
 }
 
-// A cache of n rows of hd (f32 values, and the same rounded to f16 when asked).
+// A cache of n positions of hd (f32 values, and the same rounded to f16 when asked). The
+// kernel reads the keys dimension-major (element d of key i at d * n + i: the shape's
+// key_stride is n) and the values as rows; `keys` keeps them as rows for the reference.
 struct Cache {
-  std::vector<float> keys, values;     // what the kernel should see, as f32
-  std::vector<uint16_t> keys16, values16;
+  std::vector<float> keys, values;     // what the kernel should see, as f32 rows
+  std::vector<float> keys_t;           // the same keys dimension-major
+  std::vector<uint16_t> keys16_t, values16;
   Cache(int64_t n, int64_t hd, bool f16, uint32_t seed)
       : keys(gaussian(static_cast<size_t>(n * hd), seed)), values(gaussian(static_cast<size_t>(n * hd), seed + 1)) {
-    if (!f16) return;
-    keys16.resize(keys.size());
-    values16.resize(values.size());
-    loom::f32_to_f16(keys.data(), keys16.data(), keys.size());
-    loom::f32_to_f16(values.data(), values16.data(), values.size());
-    loom::f16_to_f32(keys16.data(), keys.data(), keys.size());
-    loom::f16_to_f32(values16.data(), values.data(), values.size());
+    if (f16) {
+      std::vector<uint16_t> keys16(keys.size());
+      values16.resize(values.size());
+      loom::f32_to_f16(keys.data(), keys16.data(), keys.size());
+      loom::f32_to_f16(values.data(), values16.data(), values.size());
+      loom::f16_to_f32(keys16.data(), keys.data(), keys.size());
+      loom::f16_to_f32(values16.data(), values.data(), values.size());
+      keys16_t.resize(keys.size());
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t d = 0; d < hd; ++d) keys16_t[static_cast<size_t>(d * n + i)] = keys16[static_cast<size_t>(i * hd + d)];
+      }
+    }
+    keys_t.resize(keys.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t d = 0; d < hd; ++d) keys_t[static_cast<size_t>(d * n + i)] = keys[static_cast<size_t>(i * hd + d)];
+    }
   }
   // Positions [begin, end) as one segment.
   KvSegment segment(int64_t begin, int64_t end, int64_t hd, bool f16) const {
-    if (f16) return {keys16.data() + begin * hd, values16.data() + begin * hd, end - begin};
-    return {keys.data() + begin * hd, values.data() + begin * hd, end - begin};
+    if (f16) return {keys16_t.data() + begin, values16.data() + begin * hd, end - begin};
+    return {keys_t.data() + begin, values.data() + begin * hd, end - begin};
   }
 };
 
@@ -105,7 +117,7 @@ TEST_CASE("attend: matches a double-precision reference on odd shapes, every ISA
         for (const int64_t n : {1, 2, 3, 4, 17, 130}) {
           for (const float cap : {0.0f, 5.0f}) {
             INFO("isa " << loom::isa_name(isa) << " f16 " << f16 << " head_dim " << hd << " keys " << n << " softcap " << cap);
-            const AttentionShape shape{.head_dim = hd, .scale = 1.0f / std::sqrt(static_cast<float>(hd)), .softcap = cap, .f16 = f16};
+            const AttentionShape shape{.head_dim = hd, .scale = 1.0f / std::sqrt(static_cast<float>(hd)), .softcap = cap, .f16 = f16, .key_stride = n};
             const Cache cache(n, hd, f16, static_cast<uint32_t>(hd * 1000 + n));
             const auto q = gaussian(static_cast<size_t>(4 * hd), static_cast<uint32_t>(hd + n), 2.0f);
             const auto segments = cut(cache, n, hd, f16, {5, 16, 1});
@@ -132,7 +144,7 @@ TEST_CASE("attend: a head's output is the same bits alone, in a tile of 2..4, an
       for (const int64_t hd : {9, 64}) {
         const int64_t n = 75;
         INFO("isa " << loom::isa_name(isa) << " f16 " << f16 << " head_dim " << hd);
-        const AttentionShape shape{.head_dim = hd, .scale = 0.125f, .f16 = f16};
+        const AttentionShape shape{.head_dim = hd, .scale = 0.125f, .f16 = f16, .key_stride = n};
         const Cache cache(n, hd, f16, 7);
         const auto q = gaussian(static_cast<size_t>(4 * hd), 11, 2.0f);
         std::vector<float> scores(static_cast<size_t>(4 * n));
@@ -166,7 +178,7 @@ TEST_CASE("attend: the AVX-512 kernels give the AVX2 kernels' bits") {
         for (const int64_t nq : {1, 2, 3, 4}) {
           for (const float cap : {0.0f, 5.0f}) {
             INFO("f16 " << f16 << " head_dim " << hd << " keys " << n << " heads " << nq << " softcap " << cap);
-            const AttentionShape shape{.head_dim = hd, .scale = 0.3f, .softcap = cap, .f16 = f16};
+            const AttentionShape shape{.head_dim = hd, .scale = 0.3f, .softcap = cap, .f16 = f16, .key_stride = n};
             const Cache cache(n, hd, f16, static_cast<uint32_t>(hd * 7 + n));
             const auto q = gaussian(static_cast<size_t>(nq * hd), static_cast<uint32_t>(hd + 3 * n), 2.0f);
             const auto segments = cut(cache, n, hd, f16, {16, 3, 1, 5});
@@ -182,12 +194,13 @@ TEST_CASE("attend: the AVX-512 kernels give the AVX2 kernels' bits") {
   }
 }
 
-TEST_CASE("attend: bad tile sizes are refused") {
+TEST_CASE("attend: bad tile sizes and a missing key stride are refused") {
   const float q[4] = {};
-  const AttentionShape shape{.head_dim = 4};
+  const AttentionShape shape{.head_dim = 4, .key_stride = 1};
   float scores[8], out[20];
   CHECK_THROWS(loom::kernels::attend(q, 5, {}, 1, shape, scores, out));
   CHECK_THROWS(loom::kernels::attend(q, 1, {}, 0, shape, scores, out));
+  CHECK_THROWS(loom::kernels::attend(q, 1, {}, 1, AttentionShape{.head_dim = 4}, scores, out));  // no key stride
 }
 
 TEST_CASE("exp_avx2: within 2 ulp of libm from -87 to 88, zero below -87.3 and for -inf") {

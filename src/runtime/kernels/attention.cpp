@@ -23,12 +23,21 @@ void attend_scalar(const float* q, int64_t n_queries, std::span<const KvSegment>
     f16_to_f32(static_cast<const uint16_t*>(base) + i * hd, row.data(), static_cast<size_t>(hd));
     return row.data();
   };
+  // Key i of a segment, gathered from its dimension-major panel.
+  auto key = [&](const void* base, int64_t i) -> const float* {
+    for (int64_t d = 0; d < hd; ++d) {
+      const int64_t at = d * shape.key_stride + i;
+      row[static_cast<size_t>(d)] = shape.f16 ? f16_to_f32_scalar(static_cast<const uint16_t*>(base)[at])
+                                              : static_cast<const float*>(base)[at];
+    }
+    return row.data();
+  };
   for (int64_t h = 0; h < n_queries; ++h) {
     const float* qv = q + h * hd;
     float* s = scores + h * n_keys;
     int64_t i = 0;
     for (const auto& seg : segments) {
-      for (int64_t j = 0; j < seg.n; ++j) s[i++] = dot(qv, cached(seg.keys, j), hd) * shape.scale;
+      for (int64_t j = 0; j < seg.n; ++j) s[i++] = dot(qv, key(seg.keys, j), hd) * shape.scale;
     }
     if (shape.softcap > 0) softcap(s, n_keys, shape.softcap);
     softmax(s, n_keys);
@@ -45,7 +54,7 @@ void attend_scalar(const float* q, int64_t n_queries, std::span<const KvSegment>
 
 void attend(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
             const AttentionShape& shape, float* scores, float* out) {
-  if (n_queries < 1 || n_queries > 4 || n_keys < 1 || shape.head_dim < 1) {
+  if (n_queries < 1 || n_queries > 4 || n_keys < 1 || shape.head_dim < 1 || shape.key_stride < 1) {
     throw Error(ErrorCode::internal, "attend: " + std::to_string(n_queries) + " queries over " +
                                          std::to_string(n_keys) + " keys of head_dim " +
                                          std::to_string(shape.head_dim));

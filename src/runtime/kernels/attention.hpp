@@ -1,16 +1,20 @@
 // Internal: scaled dot-product attention of query heads over one sequence's cached keys
-// and values (the KV cache's f32 or f16 rows), the inner loop of Forward::attention.
+// and values (the KV cache's f32 or f16 panels), the inner loop of Forward::attention.
 //
 // One call handles a tile of 1..4 query heads that read the same cached positions (heads
 // of one token that share a KV head under grouped-query attention), so each cached key
 // and value is loaded once for the whole tile. The positions come as segments of
-// contiguous rows (the cache is paged: positions are contiguous within a block).
+// consecutive positions (the cache is paged: positions are consecutive within a block).
+// Keys are dimension-major (element d of a segment's key i at keys[d * key_stride + i]),
+// so the vector kernels hold 8 or 16 consecutive keys in one register's lanes; values
+// are rows of head_dim.
 //
 // Batch invariant: each query head's output is computed in a fixed order that depends
 // only on its own query, the cached rows and the number of keys — never on the tile's
 // size, the segments' boundaries, the other tokens of the pass or the thread count:
-//   score_i = dot(q, k_i) (lane chunks of head_dim ascending in one chain, then the
-//             zero-padded tail chunk, then a fixed horizontal sum), times the scale;
+//   score_i = dot(q, k_i) as one fused multiply-add chain over d ascending (from 0),
+//             times the scale — each key its own lane, so the AVX2 and AVX-512 kernels
+//             (8 or 16 keys a vector) give the same bits;
 //   softcap (when asked), then p = softmax(score) (max, exp, sum in fixed lanes);
 //   out[d] = sum over i ascending of p_i * v_i[d], one fused multiply-add per step.
 // The scalar level keeps the portable loop (sequential dot, libm exp, double sum).
@@ -23,7 +27,8 @@
 
 namespace loom::kernels {
 
-// `n` consecutive cached positions: rows of head_dim f32 (or f16 bits) each.
+// `n` consecutive cached positions (f32, or f16 bits): keys dimension-major with the
+// shape's key_stride, values as rows of head_dim.
 struct KvSegment {
   const void* keys = nullptr;
   const void* values = nullptr;
@@ -34,7 +39,8 @@ struct AttentionShape {
   int64_t head_dim = 0;
   float scale = 1.0f;    // applied to every q.k
   float softcap = 0.0f;  // > 0: score = cap * tanh(score / cap) before the softmax
-  bool f16 = false;      // the cached rows are f16
+  bool f16 = false;      // the cached keys and values are f16
+  int64_t key_stride = 0;  // elements between a key's consecutive dimensions (>= every segment's n)
 };
 
 // out[h * head_dim + d] for the n_queries (1..4) query rows q[h * head_dim ...]: attention

@@ -1,6 +1,8 @@
 // The AVX2 and AVX-512 attention kernels (attention.hpp): register tiles of query heads
-// x cached keys for the scores, a vectorized exp for the softmax, and query heads x
-// head_dim lanes for the weighted sum of values. f16 cache rows are widened exactly
+// x groups of 8 / 16 consecutive keys for the scores (the cache keeps keys
+// dimension-major, so a group is one vector per dimension and each lane sums its own
+// key: no horizontal sums), a vectorized exp for the softmax, and query heads x
+// head_dim lanes for the weighted sum of values. f16 cache entries are widened exactly
 // (F16C) as they are loaded. Every function carries its target attribute, so the file
 // builds for any -march; attend() calls the AVX2 family on CPUs with AVX2, FMA and F16C
 // and the AVX-512 one (the same bits, twice the lanes) where AVX-512 is on.
@@ -86,46 +88,57 @@ LOOM_TARGET_AVX2 void softmax_row(float* s, int64_t n) {
   for (int64_t i = full; i < n; ++i) s[i] *= inv1;
 }
 
-// ---- scores: NQ query heads x NK consecutive keys, one accumulator each ----
-// q rows are zero-padded to a whole number of 8-lane chunks (qstride), so the tail chunk
-// multiplies zeros by the zero-filled key lanes.
+// ---- scores: NQ query heads x G groups of up to kLanes consecutive keys ----
+//
+// A group: n <= kLanes keys of one segment, element d of its key i at keys[d * stride +
+// i], whose scores go to s[at + i]. One accumulator per (head, group) holds a lane per
+// key; for d ascending it takes q[d] (broadcast) x the group's d-th elements in one FMA,
+// so each lane is the score's FMA chain over d, whatever the vector width.
+template <typename E>
+struct KeyGroup {
+  const E* keys;
+  int64_t n;
+  int64_t at;
+};
 
-template <int NQ, int NK, typename E>
-LOOM_TARGET_AVX2 void scores_tile(const float* q, int64_t qstride, const E* k, int64_t hd, float scale, float* s,
-                                  int64_t sstride) {
-  __m256 acc[NQ][NK];
-  for (int h = 0; h < NQ; ++h) {
-    for (int j = 0; j < NK; ++j) acc[h][j] = _mm256_setzero_ps();
-  }
-  const int64_t full = hd / 8 * 8;
-  for (int64_t c = 0; c < full; c += 8) {
-    __m256 kv[NK];
-    for (int j = 0; j < NK; ++j) kv[j] = load8(k + j * hd + c);
-    for (int h = 0; h < NQ; ++h) {
-      const __m256 qv = _mm256_loadu_ps(q + h * qstride + c);
-      for (int j = 0; j < NK; ++j) acc[h][j] = _mm256_fmadd_ps(qv, kv[j], acc[h][j]);
-    }
-  }
-  if (full < hd) {
-    __m256 kv[NK];
-    for (int j = 0; j < NK; ++j) kv[j] = load_tail(k + j * hd + full, hd - full);
-    for (int h = 0; h < NQ; ++h) {
-      const __m256 qv = _mm256_loadu_ps(q + h * qstride + full);
-      for (int j = 0; j < NK; ++j) acc[h][j] = _mm256_fmadd_ps(qv, kv[j], acc[h][j]);
-    }
-  }
-  for (int h = 0; h < NQ; ++h) {
-    for (int j = 0; j < NK; ++j) s[h * sstride + j] = simd::hsum256(acc[h][j]) * scale;
-  }
+// Tiles of G groups: NQ * G accumulators (8-12), enough chains to hide the FMA latency.
+constexpr int groups_per_tile(int nq) { return nq == 1 ? 6 : nq == 2 ? 4 : 3; }
+
+LOOM_TARGET_AVX2 inline __m256 key_lanes8(const float* p, int64_t n) {
+  return n == 8 ? _mm256_loadu_ps(p) : load_tail(p, n);
+}
+LOOM_TARGET_AVX2 inline __m256 key_lanes8(const uint16_t* p, int64_t n) {
+  return n == 8 ? load8(p) : load_tail(p, n);
 }
 
-template <int NQ, typename E>
-LOOM_TARGET_AVX2 void scores_segment(const float* q, int64_t qstride, const E* k, int64_t n, int64_t hd, float scale,
-                                     float* s, int64_t sstride) {
-  int64_t j = 0;
-  for (; j + 3 <= n; j += 3) scores_tile<NQ, 3>(q, qstride, k + j * hd, hd, scale, s + j, sstride);
-  if (n - j == 2) scores_tile<NQ, 2>(q, qstride, k + j * hd, hd, scale, s + j, sstride);
-  if (n - j == 1) scores_tile<NQ, 1>(q, qstride, k + j * hd, hd, scale, s + j, sstride);
+template <int NQ, int G, typename E>
+LOOM_TARGET_AVX2 void scores_groups(const float* q, int64_t hd, const KeyGroup<E>* groups, int64_t stride,
+                                    float scale, float* s, int64_t sstride) {
+  __m256 acc[NQ][G];
+  for (int h = 0; h < NQ; ++h) {
+    for (int g = 0; g < G; ++g) acc[h][g] = _mm256_setzero_ps();
+  }
+  int64_t d = 0;  // hd >= 1: a do-while, as in scores_groups_512
+  do {
+    __m256 kv[G];
+    for (int g = 0; g < G; ++g) kv[g] = key_lanes8(groups[g].keys + d * stride, groups[g].n);
+    for (int h = 0; h < NQ; ++h) {
+      const __m256 qb = _mm256_broadcast_ss(q + h * hd + d);
+      for (int g = 0; g < G; ++g) acc[h][g] = _mm256_fmadd_ps(qb, kv[g], acc[h][g]);
+    }
+  } while (++d < hd);
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (int h = 0; h < NQ; ++h) {
+    for (int g = 0; g < G; ++g) {
+      float* o = s + h * sstride + groups[g].at;
+      const __m256 r = _mm256_mul_ps(acc[h][g], sc);
+      if (groups[g].n == 8) {
+        _mm256_storeu_ps(o, r);
+      } else {
+        _mm256_maskstore_ps(o, tail_mask(groups[g].n), r);
+      }
+    }
+  }
 }
 
 // ---- weighted sum: out[h][d0 ..] += p[h][i] * v_i[d0 ..] over the segment's positions,
@@ -177,79 +190,47 @@ LOOM_TARGET_AVX2 void wsum_segment(const float* p, int64_t pstride, const E* v, 
 
 // ---- AVX-512: the same sums, twice the lanes per instruction ----
 //
-// Scores: one zmm holds two keys' 8-lane chunks (lanes 0-7 key j, 8-15 key j+1) against
-// the query chunk in both halves, so each FMA is the AVX2 kernel's FMA for two keys;
-// each half is then summed with hsum256's pairing (128-bit halves, then lanes 2 apart,
-// then neighbours: simd::hsum256_halves8). Weighted sum: 16 lanes of head_dim per vector; every lane is its own
-// sequential chain over the positions, so the vector width cannot change a bit. Both give
-// exactly the AVX2 kernels' outputs (tested).
+// Scores: groups of up to 16 keys, one lane per key as in the AVX2 kernel (each lane's
+// FMA chain is the same, so are its bits). Weighted sum: 16 lanes of head_dim per vector;
+// every lane is its own sequential chain over the positions, so the vector width cannot
+// change a bit. Both give exactly the AVX2 kernels' outputs (tested).
 
-LOOM_TARGET_AVX512 inline __m512 load2x8(const float* p, int64_t stride) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(p)), _mm256_loadu_ps(p + stride), 1);
-}
-LOOM_TARGET_AVX512 inline __m512 load2x8(const uint16_t* p, int64_t stride) {
-  const __m256i h = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + stride)), 1);
-  return _mm512_cvtph_ps(h);
-}
-// Two keys' r < 8 tail lanes, zero-filled.
-template <typename E>
-LOOM_TARGET_AVX512 inline __m512 load2x8_tail(const E* p, int64_t stride, int64_t r) {
-  alignas(64) E b[16] = {};
-  std::memcpy(b, p, static_cast<size_t>(r) * sizeof(E));
-  std::memcpy(b + 8, p + stride, static_cast<size_t>(r) * sizeof(E));
-  return load2x8(b, 8);
+LOOM_TARGET_AVX512 inline __m512 key_lanes16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+LOOM_TARGET_AVX512 inline __m512 key_lanes16(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
-template <int NQ, int NP, typename E>
-LOOM_TARGET_AVX512 void scores_tile_512(const float* q2, int64_t q2stride, const E* k, int64_t hd, float scale,
-                                        float* s, int64_t sstride) {
-  __m512 acc[NQ][NP];
+template <int NQ, int G, typename E>
+LOOM_TARGET_AVX512 void scores_groups_512(const float* q, int64_t hd, const KeyGroup<E>* groups, int64_t stride,
+                                          float scale, float* s, int64_t sstride) {
+  __m512 acc[NQ][G];
+  __mmask16 m[G];
+  const E* k[G];
+  for (int g = 0; g < G; ++g) {
+    m[g] = static_cast<__mmask16>((1u << groups[g].n) - 1);
+    k[g] = groups[g].keys;
+  }
   for (int h = 0; h < NQ; ++h) {
-    for (int j = 0; j < NP; ++j) acc[h][j] = _mm512_setzero_ps();
+    for (int g = 0; g < G; ++g) acc[h][g] = _mm512_setzero_ps();
   }
-  const int64_t full = hd / 8 * 8;
-  for (int64_t c = 0; c < full; c += 8) {
-    __m512 kv[NP];
-    for (int j = 0; j < NP; ++j) kv[j] = load2x8(k + 2 * j * hd + c, hd);
+  // hd >= 1 (attend checks it); a do-while, because with a loop that might not run GCC 12
+  // kept a copy of every accumulator on the stack, stored at each step.
+  int64_t d = 0;
+  do {
+    __m512 kv[G];
+    for (int g = 0; g < G; ++g) kv[g] = key_lanes16(k[g] + d * stride, m[g]);
     for (int h = 0; h < NQ; ++h) {
-      const __m512 qv = _mm512_loadu_ps(q2 + h * q2stride + 2 * c);
-      for (int j = 0; j < NP; ++j) acc[h][j] = _mm512_fmadd_ps(qv, kv[j], acc[h][j]);
+      const __m512 qb = _mm512_set1_ps(q[h * hd + d]);
+      for (int g = 0; g < G; ++g) acc[h][g] = _mm512_fmadd_ps(qb, kv[g], acc[h][g]);
     }
+  } while (++d < hd);
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int h = 0; h < NQ; ++h) {
+    for (int g = 0; g < G; ++g) acc[h][g] = _mm512_mul_ps(acc[h][g], sc);
   }
-  if (full < hd) {
-    __m512 kv[NP];
-    for (int j = 0; j < NP; ++j) kv[j] = load2x8_tail(k + 2 * j * hd + full, hd, hd - full);
-    for (int h = 0; h < NQ; ++h) {
-      const __m512 qv = _mm512_loadu_ps(q2 + h * q2stride + 2 * full);
-      for (int j = 0; j < NP; ++j) acc[h][j] = _mm512_fmadd_ps(qv, kv[j], acc[h][j]);
-    }
+  for (int h = 0; h < NQ; ++h) {
+    for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(s + h * sstride + groups[g].at, m[g], acc[h][g]);
   }
-  // Each half's sum with hsum256's pairs, eight accumulators at a time.
-  constexpr int kN = NQ * NP;
-  __m512 v[8];
-  float sums[16];
-  for (int b = 0; b < kN; b += 8) {
-    for (int i = 0; i < 8; ++i) v[i] = b + i < kN ? acc[(b + i) / NP][(b + i) % NP] : _mm512_setzero_ps();
-    simd::hsum256_halves8(v, sums);
-    for (int i = 0; i < 8 && b + i < kN; ++i) {
-      const int h = (b + i) / NP, j = (b + i) % NP;
-      s[h * sstride + 2 * j] = sums[2 * i] * scale;
-      s[h * sstride + 2 * j + 1] = sums[2 * i + 1] * scale;
-    }
-  }
-}
-
-// q2: each head's zero-padded query with every 8-lane chunk doubled ([chunk | chunk]).
-template <int NQ, typename E>
-LOOM_TARGET_AVX512 void scores_segment_512(const float* q, int64_t qstride, const float* q2, int64_t q2stride,
-                                           const E* k, int64_t n, int64_t hd, float scale, float* s,
-                                           int64_t sstride) {
-  int64_t j = 0;
-  for (; j + 6 <= n; j += 6) scores_tile_512<NQ, 3>(q2, q2stride, k + j * hd, hd, scale, s + j, sstride);
-  for (; j + 2 <= n; j += 2) scores_tile_512<NQ, 1>(q2, q2stride, k + j * hd, hd, scale, s + j, sstride);
-  if (j < n) scores_tile<NQ, 1>(q, qstride, k + j * hd, hd, scale, s + j, sstride);
 }
 
 LOOM_TARGET_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
@@ -309,8 +290,8 @@ LOOM_TARGET_AVX512 void wsum_segment_512(const float* p, int64_t pstride, const 
   }
 }
 
-// Requests the n cached rows at p into L1. The paged cache keeps a head's rows of one
-// block contiguous (16 positions: 4 KiB of f32 keys at head_dim 64) but blocks far apart,
+// Requests the n cached value rows at p into L1. The paged cache keeps a head's rows of
+// one block contiguous (16 positions: 4 KiB of f32 at head_dim 64) but blocks far apart,
 // which the hardware prefetchers do not follow across; decode over a long context waited
 // on memory at every block without this.
 template <typename E>
@@ -320,37 +301,56 @@ inline void prefetch_rows(const void* p, int64_t n, int64_t hd) {
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
 }
 
+// The same for a group's keys: hd runs of n elements, stride apart (one contiguous panel
+// when the group is a whole block's row of keys).
+template <typename E>
+inline void prefetch_keys(const KeyGroup<E>& g, int64_t hd, int64_t stride) {
+  if (g.n == stride) return prefetch_rows<E>(g.keys, g.n, hd);
+  const auto bytes = static_cast<size_t>(g.n) * sizeof(E);
+  for (int64_t d = 0; d < hd; ++d) {
+    const auto* row = reinterpret_cast<const char*>(g.keys + d * stride);
+    _mm_prefetch(row, _MM_HINT_T0);
+    _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
+  }
+}
+
 template <int NQ, typename E, bool kWide>
 LOOM_TARGET_AVX2 void attend_tile(const float* q, std::span<const KvSegment> segments, int64_t n_keys,
                                   const AttentionShape& shape, float* scores, float* out) {
   const int64_t hd = shape.head_dim;
-  const int64_t qstride = (hd + 7) / 8 * 8;
-  thread_local std::vector<float> qpad_storage;
-  std::vector<float>& qpad = qpad_storage;
-  qpad.assign(static_cast<size_t>(NQ * qstride), 0.0f);
-  for (int h = 0; h < NQ; ++h) std::memcpy(qpad.data() + h * qstride, q + h * hd, static_cast<size_t>(hd) * sizeof(float));
-  // The AVX-512 scores read each 8-lane query chunk twice over ([chunk | chunk]).
-  thread_local std::vector<float> q2_storage;
-  std::vector<float>& q2 = q2_storage;
-  if constexpr (kWide) {
-    q2.resize(static_cast<size_t>(NQ * 2 * qstride));
-    for (int64_t i = 0; i < NQ * qstride; i += 8) {
-      std::memcpy(q2.data() + 2 * i, qpad.data() + i, 8 * sizeof(float));
-      std::memcpy(q2.data() + 2 * i + 8, qpad.data() + i, 8 * sizeof(float));
-    }
-  }
+  const int64_t stride = shape.key_stride;
+  constexpr int64_t kLanes = kWide ? 16 : 8;
+  constexpr int kG = groups_per_tile(NQ);
+  // The keys in groups of kLanes consecutive positions (a segment's last group shorter).
+  thread_local std::vector<KeyGroup<E>> group_storage;
+  std::vector<KeyGroup<E>>& groups = group_storage;
+  groups.clear();
   int64_t at = 0;
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const KvSegment& seg = segments[i];
-    if (i + 1 < segments.size()) prefetch_rows<E>(segments[i + 1].keys, segments[i + 1].n, hd);
+  for (const KvSegment& seg : segments) {
     const auto* keys = static_cast<const E*>(seg.keys);
-    if constexpr (kWide) {
-      scores_segment_512<NQ>(qpad.data(), qstride, q2.data(), 2 * qstride, keys, seg.n, hd, shape.scale,
-                             scores + at, n_keys);
-    } else {
-      scores_segment<NQ>(qpad.data(), qstride, keys, seg.n, hd, shape.scale, scores + at, n_keys);
-    }
+    for (int64_t j = 0; j < seg.n; j += kLanes) groups.push_back({keys + j, std::min(kLanes, seg.n - j), at + j});
     at += seg.n;
+  }
+  const auto n_groups = static_cast<int64_t>(groups.size());
+  for (int64_t i = 0; i < n_groups;) {
+    const int64_t tile = n_groups - i >= kG ? kG : 1;
+    // Pull the next tile's keys in while this one computes.
+    for (int64_t j = i + tile; j < std::min(n_groups, i + tile + kG); ++j) prefetch_keys<E>(groups[static_cast<size_t>(j)], hd, stride);
+    const KeyGroup<E>* g = groups.data() + i;
+    if constexpr (kWide) {
+      if (tile == kG) {
+        scores_groups_512<NQ, kG>(q, hd, g, stride, shape.scale, scores, n_keys);
+      } else {
+        scores_groups_512<NQ, 1>(q, hd, g, stride, shape.scale, scores, n_keys);
+      }
+    } else {
+      if (tile == kG) {
+        scores_groups<NQ, kG>(q, hd, g, stride, shape.scale, scores, n_keys);
+      } else {
+        scores_groups<NQ, 1>(q, hd, g, stride, shape.scale, scores, n_keys);
+      }
+    }
+    i += tile;
   }
   prefetch_rows<E>(segments[0].values, segments[0].n, hd);
   for (int h = 0; h < NQ; ++h) {
