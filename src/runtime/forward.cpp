@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numbers>
 #include <string>
+#include <utility>
 
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
@@ -109,27 +110,46 @@ void Forward::attention(int64_t layer, const Rows& rows) {
   const int64_t bt = kv_.block_tokens();
   const int64_t longest = rows.max_position + 1;
   const auto m = static_cast<int64_t>(rows.kv.size());
-  // One work item: a tile of up to 4 query heads of one token that share a KV head, so
-  // each cached row is read once for the tile. Items are handed out from a shared
-  // counter, latest tokens (the longest key ranges) first, instead of parallel_for's
+  // Runs of up to 4 consecutive rows of one sequence at consecutive positions (a prompt
+  // chunk), which attend together: each cached key and value is loaded once for the
+  // run's tokens (kernels::attend_tokens). Layers with a sliding window take one token a
+  // run (their tokens' first positions differ).
+  // (A reference: inside the workers' lambda the thread_local's name would be their own.)
+  thread_local std::vector<std::pair<int64_t, int64_t>> run_storage;  // (first row, rows)
+  std::vector<std::pair<int64_t, int64_t>>& runs = run_storage;
+  runs.clear();
+  for (int64_t t = 0; t < m;) {
+    int64_t n = 1;
+    while (window == 0 && n < 4 && t + n < m && rows.kv[static_cast<size_t>(t + n)] == rows.kv[static_cast<size_t>(t)] &&
+           rows.position[static_cast<size_t>(t + n)] == rows.position[static_cast<size_t>(t)] + n) {
+      ++n;
+    }
+    runs.emplace_back(t, n);
+    t += n;
+  }
+  // One work item: a run's tokens x a tile of up to 4 query heads that share a KV head,
+  // so each cached row is read once for the tile. Items are handed out from a shared
+  // counter, latest runs (the longest key ranges) first, instead of parallel_for's
   // static split, which gave one thread all the long rows of a prompt. Each item's
   // result is the same whichever thread takes it (kernels/attention.hpp).
   const int64_t tiles = (group + 3) / 4;
-  const int64_t items = m * c.n_kv_heads * tiles;
+  const auto n_runs = static_cast<int64_t>(runs.size());
+  const int64_t items = n_runs * c.n_kv_heads * tiles;
   std::atomic<int64_t> next{0};
   ThreadPool& pool = *options_.pool;
   pool.parallel_for(pool.size(), 1, [&](int64_t, int64_t, int) {
     thread_local std::vector<float> scores;
     thread_local std::vector<kernels::KvSegment> segments;
-    ensure(scores, 4 * longest);
+    ensure(scores, 16 * longest);
     for (int64_t k = next++; k < items; k = next++) {
       const int64_t item = items - 1 - k;
-      const int64_t t = item / (c.n_kv_heads * tiles);
+      const auto [t0, n_tokens] = runs[static_cast<size_t>(item / (c.n_kv_heads * tiles))];
       const int64_t g = item / tiles % c.n_kv_heads;
       const int64_t head0 = g * group + item % tiles * 4;
       const int64_t n_queries = std::min<int64_t>(4, (g + 1) * group - head0);
-      const SeqKv& kv = *rows.kv[static_cast<size_t>(t)];
-      const int64_t p = rows.position[static_cast<size_t>(t)];
+      const SeqKv& kv = *rows.kv[static_cast<size_t>(t0)];
+      const int64_t p0 = rows.position[static_cast<size_t>(t0)];
+      const int64_t p = p0 + n_tokens - 1;  // the run's last position
       const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
       // Positions first..p, block by block (each block's positions are contiguous).
       segments.clear();
@@ -140,8 +160,10 @@ void Forward::attention(int64_t layer, const Rows& rows) {
         segments.push_back({kv_.keys(block, layer, g, slot0), kv_.values(block, layer, g, slot0), stop - j});
         j = stop;
       }
-      kernels::attend(q_.data() + t * c.q_dim() + head0 * hd, n_queries, segments, p - first + 1, shape,
-                      scores.data(), attn_.data() + t * c.q_dim() + head0 * hd);
+      int64_t n_keys[4];
+      for (int64_t u = 0; u < n_tokens; ++u) n_keys[u] = p0 + u - first + 1;
+      kernels::attend_tokens(q_.data() + t0 * c.q_dim() + head0 * hd, c.q_dim(), n_tokens, n_queries, segments,
+                             n_keys, shape, scores.data(), attn_.data() + t0 * c.q_dim() + head0 * hd, c.q_dim());
     }
   });
 }

@@ -166,6 +166,50 @@ TEST_CASE("attend: a head's output is the same bits alone, in a tile of 2..4, an
   }
 }
 
+TEST_CASE("attend_tokens: each of 1..4 consecutive tokens gets the bits of attend() alone, every ISA level") {
+  for (const auto isa : levels()) {
+    IsaScope scope(isa);
+    for (const bool f16 : {false, true}) {
+      for (const int64_t hd : {9, 64, 65}) {
+        for (const int64_t first_keys : {1, 2, 15, 16, 17, 40}) {
+          for (const int64_t tokens : {1, 2, 3, 4}) {
+            for (const int64_t nq : {1, 2, 3, 4}) {
+              INFO("isa " << loom::isa_name(isa) << " f16 " << f16 << " head_dim " << hd << " first token's keys "
+                          << first_keys << " tokens " << tokens << " heads " << nq);
+              const int64_t n = first_keys + tokens - 1;
+              const AttentionShape shape{.head_dim = hd, .scale = 0.2f, .softcap = hd == 9 ? 4.0f : 0.0f, .f16 = f16,
+                                         .key_stride = n};
+              const Cache cache(n, hd, f16, static_cast<uint32_t>(hd + 5 * n + nq));
+              // Token u's heads at q + u * 5 * hd (a gap between tokens, as a pass's rows have).
+              const int64_t qts = 5 * hd;
+              const auto q = gaussian(static_cast<size_t>(tokens * qts), static_cast<uint32_t>(n * 3 + hd), 2.0f);
+              std::vector<int64_t> n_keys(static_cast<size_t>(tokens));
+              for (int64_t u = 0; u < tokens; ++u) n_keys[static_cast<size_t>(u)] = first_keys + u;
+              std::vector<float> scores(static_cast<size_t>(tokens * nq * n));
+              std::vector<float> together(static_cast<size_t>(tokens * qts), -1.0f), alone(together);
+              loom::kernels::attend_tokens(q.data(), qts, tokens, nq, cut(cache, n, hd, f16, {16, 3, 1, 5}),
+                                           n_keys.data(), shape, scores.data(), together.data(), qts);
+              for (int64_t u = 0; u < tokens; ++u) {
+                const int64_t k = n_keys[static_cast<size_t>(u)];
+                loom::kernels::attend(q.data() + u * qts, nq, cut(cache, k, hd, f16, {k}), k, shape, scores.data(),
+                                      alone.data() + u * qts);
+              }
+              // The rows between tokens' heads are not written.
+              REQUIRE(std::memcmp(together.data(), alone.data(), together.size() * sizeof(float)) == 0);
+            }
+          }
+        }
+      }
+    }
+  }
+  const float q[4] = {};
+  const AttentionShape shape{.head_dim = 1, .key_stride = 2};
+  float scores[16], out[8];
+  const int64_t decreasing[2] = {2, 1}, five[5] = {1, 2, 3, 4, 5};
+  CHECK_THROWS(loom::kernels::attend_tokens(q, 1, 2, 1, {}, decreasing, shape, scores, out, 1));
+  CHECK_THROWS(loom::kernels::attend_tokens(q, 1, 5, 1, {}, five, shape, scores, out, 1));
+}
+
 TEST_CASE("attend: the AVX-512 kernels give the AVX2 kernels' bits") {
   const auto isas = levels();
   if (std::find(isas.begin(), isas.end(), loom::Isa::avx512) == isas.end()) {

@@ -50,18 +50,50 @@ void attend_scalar(const float* q, int64_t n_queries, std::span<const KvSegment>
   }
 }
 
+void check(int64_t n_queries, int64_t n_keys, const AttentionShape& shape) {
+  if (n_queries < 1 || n_queries > 4 || n_keys < 1 || shape.head_dim < 1 || shape.key_stride < 1) {
+    throw Error(ErrorCode::internal, "attend: " + std::to_string(n_queries) + " queries over " +
+                                         std::to_string(n_keys) + " keys of head_dim " +
+                                         std::to_string(shape.head_dim) + ", key stride " +
+                                         std::to_string(shape.key_stride));
+  }
+}
+
 }  // namespace
 
 void attend(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
             const AttentionShape& shape, float* scores, float* out) {
-  if (n_queries < 1 || n_queries > 4 || n_keys < 1 || shape.head_dim < 1 || shape.key_stride < 1) {
-    throw Error(ErrorCode::internal, "attend: " + std::to_string(n_queries) + " queries over " +
-                                         std::to_string(n_keys) + " keys of head_dim " +
-                                         std::to_string(shape.head_dim));
-  }
+  check(n_queries, n_keys, shape);
   if (active_isa() == Isa::scalar) return attend_scalar(q, n_queries, segments, n_keys, shape, scores, out);
   if (active_isa() == Isa::avx512) return attend_avx512(q, n_queries, segments, n_keys, shape, scores, out);
   attend_avx2(q, n_queries, segments, n_keys, shape, scores, out);
+}
+
+void attend_tokens(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
+                   std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
+                   float* scores, float* out, int64_t out_token_stride) {
+  if (n_tokens < 1 || n_tokens > 4) {
+    throw Error(ErrorCode::internal, "attend_tokens: " + std::to_string(n_tokens) + " tokens (1..4)");
+  }
+  for (int64_t u = 0; u < n_tokens; ++u) {
+    check(n_queries, n_keys[u], shape);
+    if (u > 0 && n_keys[u] < n_keys[u - 1]) throw Error(ErrorCode::internal, "attend_tokens: key counts decrease");
+  }
+  if (n_tokens > 1 && active_isa() == Isa::avx512) {
+    return attend_tokens_avx512(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
+                                out_token_stride);
+  }
+  // One token at a time, over its own prefix of the segments.
+  std::vector<KvSegment> own;
+  for (int64_t u = 0; u < n_tokens; ++u) {
+    own.clear();
+    for (int64_t at = 0; const KvSegment& seg : segments) {
+      if (at >= n_keys[u]) break;
+      own.push_back({seg.keys, seg.values, std::min(seg.n, n_keys[u] - at)});
+      at += seg.n;
+    }
+    attend(q + u * q_token_stride, n_queries, own, n_keys[u], shape, scores, out + u * out_token_stride);
+  }
 }
 
 }  // namespace loom::kernels

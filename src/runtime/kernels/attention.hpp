@@ -49,6 +49,19 @@ struct AttentionShape {
 void attend(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
             const AttentionShape& shape, float* scores, float* out);
 
+// attend() for n_tokens (1..4) consecutive tokens of one sequence at once, each with
+// n_queries (1..4) query heads of one KV head: token u's heads at q + u * q_token_stride
+// (h * head_dim apart), over the first n_keys[u] positions of `segments` (n_keys
+// non-decreasing, >= 1; the segments hold n_keys[n_tokens - 1]), into out + u *
+// out_token_stride. Token u's output is bit for bit attend()'s for it alone: on the
+// AVX-512 level one tile loads each cached key and value once for all the tokens' heads
+// (a prompt's tokens read the same positions, so this divides the cache reads of a long
+// prefill by up to 4); the other levels run the tokens one by one. `scores` is scratch of
+// n_tokens * n_queries * n_keys[n_tokens - 1] floats.
+void attend_tokens(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
+                   std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
+                   float* scores, float* out, int64_t out_token_stride);
+
 // The AVX2 family (attention_x86.cpp); attend() calls it on the AVX2 level.
 void attend_avx2(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
                  const AttentionShape& shape, float* scores, float* out);
@@ -56,6 +69,11 @@ void attend_avx2(const float* q, int64_t n_queries, std::span<const KvSegment> s
 // per vector) and weighted sums (16 lanes); attend() calls it on the AVX-512 level.
 void attend_avx512(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
                    const AttentionShape& shape, float* scores, float* out);
+
+// attend_tokens() on the AVX-512 level, n_tokens 2..4.
+void attend_tokens_avx512(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
+                          std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
+                          float* scores, float* out, int64_t out_token_stride);
 
 // exp(x) for n floats in place, as attend's AVX2 softmax computes it (for tests): within
 // 2 ulp of libm's expf for x >= -87, exactly 0 below -87.3 and for -inf.

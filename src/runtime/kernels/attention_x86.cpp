@@ -91,9 +91,11 @@ LOOM_TARGET_AVX2 void softmax_row(float* s, int64_t n) {
 // ---- scores: NQ query heads x G groups of up to kLanes consecutive keys ----
 //
 // A group: n <= kLanes keys of one segment, element d of its key i at keys[d * stride +
-// i], whose scores go to s[at + i]. One accumulator per (head, group) holds a lane per
-// key; for d ascending it takes q[d] (broadcast) x the group's d-th elements in one FMA,
-// so each lane is the score's FMA chain over d, whatever the vector width.
+// i], whose scores go to s[at + i]. One accumulator per (query row, group) holds a lane
+// per key; for d ascending it takes q[d] (broadcast) x the group's d-th elements in one
+// FMA, so each lane is the score's FMA chain over d, whatever the vector width. The
+// query rows come dimension-major (qt[d * NQ + h]): one pointer reaches all of them
+// (16 row pointers had GCC spilling them to vector registers).
 template <typename E>
 struct KeyGroup {
   const E* keys;
@@ -101,8 +103,9 @@ struct KeyGroup {
   int64_t at;
 };
 
-// Tiles of G groups: NQ * G accumulators (8-12), enough chains to hide the FMA latency.
-constexpr int groups_per_tile(int nq) { return nq == 1 ? 6 : nq == 2 ? 4 : 3; }
+// Tiles of G groups for R query rows: R * G accumulators (6-16), enough chains to hide the
+// FMA latency (AVX2 runs R <= 4 only: at most 12 of its 16 registers).
+constexpr int groups_per_tile(int rows) { return rows >= 12 ? 1 : rows >= 6 ? 2 : rows >= 3 ? 3 : rows == 2 ? 4 : 6; }
 
 LOOM_TARGET_AVX2 inline __m256 key_lanes8(const float* p, int64_t n) {
   return n == 8 ? _mm256_loadu_ps(p) : load_tail(p, n);
@@ -112,7 +115,7 @@ LOOM_TARGET_AVX2 inline __m256 key_lanes8(const uint16_t* p, int64_t n) {
 }
 
 template <int NQ, int G, typename E>
-LOOM_TARGET_AVX2 void scores_groups(const float* q, int64_t hd, const KeyGroup<E>* groups, int64_t stride,
+LOOM_TARGET_AVX2 void scores_groups(const float* qt, int64_t hd, const KeyGroup<E>* groups, int64_t stride,
                                     float scale, float* s, int64_t sstride) {
   __m256 acc[NQ][G];
   for (int h = 0; h < NQ; ++h) {
@@ -123,7 +126,7 @@ LOOM_TARGET_AVX2 void scores_groups(const float* q, int64_t hd, const KeyGroup<E
     __m256 kv[G];
     for (int g = 0; g < G; ++g) kv[g] = key_lanes8(groups[g].keys + d * stride, groups[g].n);
     for (int h = 0; h < NQ; ++h) {
-      const __m256 qb = _mm256_broadcast_ss(q + h * hd + d);
+      const __m256 qb = _mm256_broadcast_ss(qt + d * NQ + h);
       for (int g = 0; g < G; ++g) acc[h][g] = _mm256_fmadd_ps(qb, kv[g], acc[h][g]);
     }
   } while (++d < hd);
@@ -201,7 +204,7 @@ LOOM_TARGET_AVX512 inline __m512 key_lanes16(const uint16_t* p, __mmask16 m) {
 }
 
 template <int NQ, int G, typename E>
-LOOM_TARGET_AVX512 void scores_groups_512(const float* q, int64_t hd, const KeyGroup<E>* groups, int64_t stride,
+LOOM_TARGET_AVX512 void scores_groups_512(const float* qt, int64_t hd, const KeyGroup<E>* groups, int64_t stride,
                                           float scale, float* s, int64_t sstride) {
   __m512 acc[NQ][G];
   __mmask16 m[G];
@@ -220,7 +223,7 @@ LOOM_TARGET_AVX512 void scores_groups_512(const float* q, int64_t hd, const KeyG
     __m512 kv[G];
     for (int g = 0; g < G; ++g) kv[g] = key_lanes16(k[g] + d * stride, m[g]);
     for (int h = 0; h < NQ; ++h) {
-      const __m512 qb = _mm512_set1_ps(q[h * hd + d]);
+      const __m512 qb = _mm512_set1_ps(qt[d * NQ + h]);
       for (int g = 0; g < G; ++g) acc[h][g] = _mm512_fmadd_ps(qb, kv[g], acc[h][g]);
     }
   } while (++d < hd);
@@ -276,8 +279,9 @@ LOOM_TARGET_AVX512 void wsum_chunks_512(const float* p, int64_t pstride, const E
 template <int NQ, typename E>
 LOOM_TARGET_AVX512 void wsum_segment_512(const float* p, int64_t pstride, const E* v, int64_t n, int64_t hd,
                                          float* out, int64_t ostride) {
-  // NQ x kDC accumulators (at most 16) beside kDC value vectors.
-  constexpr int kDC = NQ <= 2 ? 8 / NQ : 4;
+  // NQ x kDC accumulators (at most 16) beside kDC value vectors (NQ: query rows, up to
+  // 8 when several tokens share the tile).
+  constexpr int kDC = NQ <= 2 ? 8 / NQ : NQ <= 4 ? 4 : NQ <= 8 ? 2 : 1;
   const int64_t full = hd / 16 * 16;
   int64_t d0 = 0;
   for (; d0 + 16 * kDC <= full; d0 += 16 * kDC) {
@@ -314,22 +318,71 @@ inline void prefetch_keys(const KeyGroup<E>& g, int64_t hd, int64_t stride) {
   }
 }
 
+// The weighted sums of `rows` query rows (p row r at p + r * pstride, out row r at out +
+// r * hd) over positions [begin, end) of the segments, continuing each output from what
+// out holds: segment by segment, as every tile and token count does, so the pieces change
+// no bit.
 template <int NQ, typename E, bool kWide>
-LOOM_TARGET_AVX2 void attend_tile(const float* q, std::span<const KvSegment> segments, int64_t n_keys,
-                                  const AttentionShape& shape, float* scores, float* out) {
+LOOM_TARGET_AVX2 void wsum_range(const float* p, int64_t pstride, std::span<const KvSegment> segments, int64_t begin,
+                                 int64_t end, int64_t hd, float* out) {
+  int64_t at = 0;
+  for (size_t i = 0; i < segments.size() && at < end; ++i) {
+    const KvSegment& seg = segments[i];
+    const int64_t lo = std::max(at, begin), hi = std::min(at + seg.n, end);
+    if (lo < hi) {
+      if (i + 1 < segments.size()) prefetch_rows<E>(segments[i + 1].values, segments[i + 1].n, hd);
+      const auto* values = static_cast<const E*>(seg.values) + (lo - at) * hd;
+      if constexpr (kWide) {
+        wsum_segment_512<NQ>(p + lo, pstride, values, hi - lo, hd, out, hd);
+      } else {
+        wsum_segment<NQ>(p + lo, pstride, values, hi - lo, hd, out, hd);
+      }
+    }
+    at += seg.n;
+  }
+}
+
+// R query rows: T consecutive tokens x (R / T) heads sharing a KV head, row r = u * NQ + h
+// reading q + u * qts + h * hd over the first n_keys[u] positions (non-decreasing in u)
+// and writing out + u * ots + h * hd. Each key group and value row is loaded once for all
+// R rows; every row's sums are those of the row alone (attention.hpp), so T changes no
+// bit: the scores past a row's own keys are computed but never read, the weighted sums
+// run over the positions every row has together, then each token's rest on its own.
+template <int R, typename E, bool kWide>
+LOOM_TARGET_AVX2 void attend_rows(const float* q, int64_t qts, int64_t T, std::span<const KvSegment> segments,
+                                  const int64_t* n_keys, const AttentionShape& shape, float* scores, float* out,
+                                  int64_t ots) {
   const int64_t hd = shape.head_dim;
   const int64_t stride = shape.key_stride;
+  const int64_t nq = R / T;
+  const int64_t n_max = n_keys[T - 1];
   constexpr int64_t kLanes = kWide ? 16 : 8;
-  constexpr int kG = groups_per_tile(NQ);
+  constexpr int kG = groups_per_tile(R);
+  // The query rows dimension-major (hd x R) for the scores; one token's output rows are
+  // already side by side, several tokens' are gathered in R x hd and copied out at the end.
+  thread_local std::vector<float> q_storage, out_storage;
+  q_storage.resize(static_cast<size_t>(R * hd));
+  float* rows_q = q_storage.data();
+  for (int r = 0; r < R; ++r) {
+    const float* qr = q + r / nq * qts + r % nq * hd;
+    for (int64_t d = 0; d < hd; ++d) rows_q[d * R + r] = qr[d];
+  }
+  float* rows_out = out;
+  if (T > 1) {
+    out_storage.resize(static_cast<size_t>(R * hd));
+    rows_out = out_storage.data();
+  }
   // The keys in groups of kLanes consecutive positions (a segment's last group shorter).
   thread_local std::vector<KeyGroup<E>> group_storage;
   std::vector<KeyGroup<E>>& groups = group_storage;
   groups.clear();
   int64_t at = 0;
   for (const KvSegment& seg : segments) {
+    const int64_t n = std::min(seg.n, n_max - at);
     const auto* keys = static_cast<const E*>(seg.keys);
-    for (int64_t j = 0; j < seg.n; j += kLanes) groups.push_back({keys + j, std::min(kLanes, seg.n - j), at + j});
+    for (int64_t j = 0; j < n; j += kLanes) groups.push_back({keys + j, std::min(kLanes, n - j), at + j});
     at += seg.n;
+    if (at >= n_max) break;
   }
   const auto n_groups = static_cast<int64_t>(groups.size());
   for (int64_t i = 0; i < n_groups;) {
@@ -339,37 +392,49 @@ LOOM_TARGET_AVX2 void attend_tile(const float* q, std::span<const KvSegment> seg
     const KeyGroup<E>* g = groups.data() + i;
     if constexpr (kWide) {
       if (tile == kG) {
-        scores_groups_512<NQ, kG>(q, hd, g, stride, shape.scale, scores, n_keys);
+        scores_groups_512<R, kG>(rows_q, hd, g, stride, shape.scale, scores, n_max);
       } else {
-        scores_groups_512<NQ, 1>(q, hd, g, stride, shape.scale, scores, n_keys);
+        scores_groups_512<R, 1>(rows_q, hd, g, stride, shape.scale, scores, n_max);
       }
     } else {
       if (tile == kG) {
-        scores_groups<NQ, kG>(q, hd, g, stride, shape.scale, scores, n_keys);
+        scores_groups<R, kG>(rows_q, hd, g, stride, shape.scale, scores, n_max);
       } else {
-        scores_groups<NQ, 1>(q, hd, g, stride, shape.scale, scores, n_keys);
+        scores_groups<R, 1>(rows_q, hd, g, stride, shape.scale, scores, n_max);
       }
     }
     i += tile;
   }
   prefetch_rows<E>(segments[0].values, segments[0].n, hd);
-  for (int h = 0; h < NQ; ++h) {
-    float* s = scores + h * n_keys;
-    if (shape.softcap > 0) softcap(s, n_keys, shape.softcap);
-    softmax_row(s, n_keys);
+  for (int r = 0; r < R; ++r) {
+    float* s = scores + r * n_max;
+    const int64_t n = n_keys[r / nq];
+    if (shape.softcap > 0) softcap(s, n, shape.softcap);
+    softmax_row(s, n);
   }
-  std::fill(out, out + NQ * hd, 0.0f);
-  at = 0;
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const KvSegment& seg = segments[i];
-    if (i + 1 < segments.size()) prefetch_rows<E>(segments[i + 1].values, segments[i + 1].n, hd);
-    const auto* values = static_cast<const E*>(seg.values);
-    if constexpr (kWide) {
-      wsum_segment_512<NQ>(scores + at, n_keys, values, seg.n, hd, out, hd);
-    } else {
-      wsum_segment<NQ>(scores + at, n_keys, values, seg.n, hd, out, hd);
+  std::fill(rows_out, rows_out + R * hd, 0.0f);
+  if constexpr (R > 8) {
+    // Two halves: more than 8 rows' weight pointers do not fit GCC's general registers
+    // (it spilled them to vector registers and reloaded them at every position).
+    constexpr int kHalf = (R + 1) / 2;
+    wsum_range<kHalf, E, kWide>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
+    wsum_range<R - kHalf, E, kWide>(scores + kHalf * n_max, n_max, segments, 0, n_keys[0], hd, rows_out + kHalf * hd);
+  } else {
+    wsum_range<R, E, kWide>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
+  }
+  if (T == 1) return;
+  for (int64_t u = 0; u < T; ++u) {
+    if (n_keys[u] > n_keys[0]) {
+      const float* p = scores + u * nq * n_max;
+      float* o = rows_out + u * nq * hd;
+      switch (nq) {
+        case 1: wsum_range<1, E, kWide>(p, n_max, segments, n_keys[0], n_keys[u], hd, o); break;
+        case 2: wsum_range<2, E, kWide>(p, n_max, segments, n_keys[0], n_keys[u], hd, o); break;
+        case 3: wsum_range<3, E, kWide>(p, n_max, segments, n_keys[0], n_keys[u], hd, o); break;
+        default: wsum_range<4, E, kWide>(p, n_max, segments, n_keys[0], n_keys[u], hd, o); break;
+      }
     }
-    at += seg.n;
+    std::memcpy(out + u * ots, rows_out + u * nq * hd, static_cast<size_t>(nq * hd) * sizeof(float));
   }
 }
 
@@ -377,10 +442,27 @@ template <typename E, bool kWide>
 void attend_typed(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
                   const AttentionShape& shape, float* scores, float* out) {
   switch (n_queries) {
-    case 1: return attend_tile<1, E, kWide>(q, segments, n_keys, shape, scores, out);
-    case 2: return attend_tile<2, E, kWide>(q, segments, n_keys, shape, scores, out);
-    case 3: return attend_tile<3, E, kWide>(q, segments, n_keys, shape, scores, out);
-    default: return attend_tile<4, E, kWide>(q, segments, n_keys, shape, scores, out);
+    case 1: return attend_rows<1, E, kWide>(q, 0, 1, segments, &n_keys, shape, scores, out, 0);
+    case 2: return attend_rows<2, E, kWide>(q, 0, 1, segments, &n_keys, shape, scores, out, 0);
+    case 3: return attend_rows<3, E, kWide>(q, 0, 1, segments, &n_keys, shape, scores, out, 0);
+    default: return attend_rows<4, E, kWide>(q, 0, 1, segments, &n_keys, shape, scores, out, 0);
+  }
+}
+
+// T (2..4) tokens x n_queries (1..4) heads on the AVX-512 level.
+template <typename E>
+void attend_tokens_typed_512(const float* q, int64_t qts, int64_t T, int64_t n_queries,
+                             std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
+                             float* scores, float* out, int64_t ots) {
+  switch (T * n_queries) {
+    case 2: return attend_rows<2, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 3: return attend_rows<3, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 4: return attend_rows<4, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 6: return attend_rows<6, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 8: return attend_rows<8, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 9: return attend_rows<9, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 12: return attend_rows<12, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    default: return attend_rows<16, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
   }
 }
 
@@ -396,6 +478,17 @@ void attend_avx512(const float* q, int64_t n_queries, std::span<const KvSegment>
                    const AttentionShape& shape, float* scores, float* out) {
   if (shape.f16) return attend_typed<uint16_t, true>(q, n_queries, segments, n_keys, shape, scores, out);
   attend_typed<float, true>(q, n_queries, segments, n_keys, shape, scores, out);
+}
+
+void attend_tokens_avx512(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
+                          std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
+                          float* scores, float* out, int64_t out_token_stride) {
+  if (shape.f16) {
+    return attend_tokens_typed_512<uint16_t>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores,
+                                             out, out_token_stride);
+  }
+  attend_tokens_typed_512<float>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
+                                 out_token_stride);
 }
 
 void exp_avx2(float* x, int64_t n) { exp_inplace(x, n); }
