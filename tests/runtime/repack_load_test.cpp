@@ -134,7 +134,7 @@ TEST_CASE("repack: llama.cpp's q8_0, q4_0, q4_k and q6_k GGUFs load their projec
   }
 }
 
-TEST_CASE("repack: packs written from a packed load hold rows, and draft copies of a packed target are the same") {
+TEST_CASE("repack: packs written from a packed load hold rows, and draft copies of a packed or plain target are the same (and packed)") {
   LOOM_REQUIRE_REFERENCE(ref);
   const fs::path src = ref / "models" / "small-quant" / "small-quant-q8_0.gguf";
   t::TempDir tmp;
@@ -164,6 +164,12 @@ TEST_CASE("repack: packs written from a packed load hold rows, and draft copies 
       if (converted) CHECK_FALSE(wt.layers.front().attn_q.shares_storage_with(target_q));
     }
     if (native() && dtype == loom::DType::q8_0) CHECK(d2->weights().layers[1].attn_q.packing() == loom::Packing::q8_0_x16);
+    // A converted copy is owned memory, so it takes the kernel-native layout whatever the
+    // target's load options said.
+    if (native() && dtype == loom::DType::q4_k) {
+      CHECK(d1->weights().layers[1].attn_q.packing() == loom::Packing::q4_k_x16);
+      CHECK(d2->weights().layers[1].attn_q.packing() == loom::Packing::q4_k_x16);
+    }
   }
 }
 
