@@ -16,6 +16,14 @@
 // this CPU is measured again with its matrices packed (the "layout" column). --kv f16
 // stores the KV cache in f16 (llama.cpp's default) instead of loom's default f32: at
 // B = 16 the pass reads about as many KV bytes as weight bytes.
+//
+// "GEMM GFLOP/s" is the pass's weight products alone: after a row's runs, every matrix
+// of the model (each layer's in the pass's order, then the output projection) is
+// multiplied by B tokens of activations through the same kernels::linear, `steps` times
+// over, timed without the attention, norms and the other work between them. The weights
+// stream from memory as in the pass (the small shape's matrices are several times L3),
+// so this is the GEMM rate inside a decode pass; its share is of the same peak as the
+// pass's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,6 +38,8 @@
 #include "loom/cpu.hpp"
 #include "loom/thread_pool.hpp"
 #include "machine_ceilings.hpp"
+#include "model/weight_slots.hpp"
+#include "runtime/kernels/linear.hpp"
 #include "synthetic_model.hpp"
 
 namespace {
@@ -69,6 +79,38 @@ Timing run_once(loom::Batch& batch, const std::vector<std::vector<int32_t>>& pro
   t.decode = seconds_since(t0);
   for (loom::SeqId id : ids) batch.remove(id);
   return t;
+}
+
+// Seconds per pass of the model's weight products alone for B tokens (see the top).
+double products_seconds(const loom::Model& model, int64_t b, loom::ThreadPool& pool, int steps) {
+  const auto& c = model.config();
+  std::vector<const loom::Tensor*> matrices;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    for (const auto& slot : loom::slots::all_slots()) {
+      if (slot.role == loom::slots::Role::matrix && slot.needed(c) && slot.per_layer) {
+        matrices.push_back(&loom::slots::tensor_of(model.weights(), slot, l));
+      }
+    }
+  }
+  for (const auto& slot : loom::slots::all_slots()) {
+    if (slot.role == loom::slots::Role::matrix && slot.needed(c) && !slot.per_layer) {
+      matrices.push_back(&loom::slots::tensor_of(model.weights(), slot, 0));
+    }
+  }
+  int64_t widest_in = 0, widest_out = 0;
+  for (const auto* w : matrices) {
+    widest_out = std::max(widest_out, w->shape()[0]);
+    widest_in = std::max(widest_in, w->shape()[1]);
+  }
+  std::vector<float> x(static_cast<size_t>(b * widest_in)), y(static_cast<size_t>(b * widest_out));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-3f;
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    for (const auto* w : matrices) {
+      loom::kernels::linear(*w, nullptr, x.data(), w->shape()[1], b, y.data(), w->shape()[0], pool);
+    }
+  }
+  return seconds_since(t0) / steps;
 }
 
 }  // namespace
@@ -121,8 +163,9 @@ int main(int argc, char** argv) {
               static_cast<long long>(config.vocab_size), params / 1e6);
   std::printf("batch: %d-token prompts, %d decode passes, median of %d reps, %s KV cache\n", prompt, steps, reps,
               std::string(loom::dtype_name(kv_dtype)).c_str());
-  std::printf("%-7s %-9s %4s %12s %12s %10s %10s %8s %8s %11s %8s\n", "dtype", "layout", "B", "prefill t/s",
-              "decode t/s", "t/s/seq", "dec GB/s", "bw GB/s", "of bw", "dec GFLOP/s", "of peak");
+  std::printf("%-7s %-9s %4s %12s %12s %10s %10s %8s %8s %11s %8s %12s %8s\n", "dtype", "layout", "B", "prefill t/s",
+              "decode t/s", "t/s/seq", "dec GB/s", "bw GB/s", "of bw", "dec GFLOP/s", "of peak", "GEMM GFLOP/s",
+              "of peak");
 
   for (const auto& dname : split(args["--dtype"])) {
     const auto dtype = loom::dtype_from_name(dname);
@@ -165,10 +208,12 @@ int main(int argc, char** argv) {
         const double dec_tps = static_cast<double>(b) * steps / median(decode_s);
         const double dec_gbs = bytes * steps / median(decode_s) / 1e9;
         const double dec_gflops = 2.0 * params * dec_tps / 1e9;
-        std::printf("%-7s %-9s %4lld %12.1f %12.2f %10.2f %10.2f %8.1f %7.0f%% %11.1f %7.0f%%%s\n", dname.c_str(),
-                    loom::bench::layout_of(*model).c_str(), static_cast<long long>(b), pre_tps, dec_tps,
+        const double gemm_gflops = 2.0 * params * static_cast<double>(b) / products_seconds(*model, b, *pool, steps) / 1e9;
+        std::printf("%-7s %-9s %4lld %12.1f %12.2f %10.2f %10.2f %8.1f %7.0f%% %11.1f %7.0f%% %12.1f %7.0f%%%s\n",
+                    dname.c_str(), loom::bench::layout_of(*model).c_str(), static_cast<long long>(b), pre_tps, dec_tps,
                     dec_tps / static_cast<double>(b), dec_gbs, bandwidth, 100.0 * dec_gbs / bandwidth, dec_gflops,
-                    100.0 * dec_gflops / row_peak, loom::is_quantized(*dtype) ? " int8" : "");
+                    100.0 * dec_gflops / row_peak, gemm_gflops, 100.0 * gemm_gflops / row_peak,
+                    loom::is_quantized(*dtype) ? " int8" : "");
         std::fflush(stdout);
       }
     }
