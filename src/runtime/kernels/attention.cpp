@@ -83,6 +83,22 @@ void attend_tokens(const float* q, int64_t q_token_stride, int64_t n_tokens, int
     return attend_tokens_avx512(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
                                 out_token_stride);
   }
+  if (n_tokens > 1 && active_isa() == Isa::avx2) {
+    // Parts of at most 8 query rows (AVX2's tile); each part's segments are the whole
+    // list (every token reads from position 0).
+    const int64_t part = std::max<int64_t>(1, 8 / n_queries);
+    for (int64_t u = 0; u < n_tokens; u += part) {
+      const int64_t n = std::min(part, n_tokens - u);
+      if (n == 1) {
+        attend_tokens(q + u * q_token_stride, q_token_stride, 1, n_queries, segments, n_keys + u, shape, scores,
+                      out + u * out_token_stride, out_token_stride);
+      } else {
+        attend_tokens_avx2(q + u * q_token_stride, q_token_stride, n, n_queries, segments, n_keys + u, shape, scores,
+                           out + u * out_token_stride, out_token_stride);
+      }
+    }
+    return;
+  }
   // One token at a time, over its own prefix of the segments.
   std::vector<KvSegment> own;
   for (int64_t u = 0; u < n_tokens; ++u) {

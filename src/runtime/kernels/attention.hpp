@@ -53,11 +53,12 @@ void attend(const float* q, int64_t n_queries, std::span<const KvSegment> segmen
 // n_queries (1..4) query heads of one KV head: token u's heads at q + u * q_token_stride
 // (h * head_dim apart), over the first n_keys[u] positions of `segments` (n_keys
 // non-decreasing, >= 1; the segments hold n_keys[n_tokens - 1]), into out + u *
-// out_token_stride. Token u's output is bit for bit attend()'s for it alone: on the
-// AVX-512 level one tile loads each cached key and value once for all the tokens' heads
-// (a prompt's tokens read the same positions, so this divides the cache reads of a long
-// prefill by up to 4); the other levels run the tokens one by one. `scores` is scratch of
-// n_tokens * n_queries * n_keys[n_tokens - 1] floats.
+// out_token_stride. Token u's output is bit for bit attend()'s for it alone: one tile
+// loads each cached key and value once for all the tokens' heads (a prompt's tokens read
+// the same positions, so this divides the cache reads of a long prefill by up to 4), up
+// to 16 query rows on AVX-512 and 8 on AVX2 (longer runs go in parts); the scalar level
+// runs the tokens one by one. `scores` is scratch of n_tokens * n_queries *
+// n_keys[n_tokens - 1] floats.
 void attend_tokens(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
                    std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
                    float* scores, float* out, int64_t out_token_stride);
@@ -70,6 +71,10 @@ void attend_avx2(const float* q, int64_t n_queries, std::span<const KvSegment> s
 void attend_avx512(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
                    const AttentionShape& shape, float* scores, float* out);
 
+// attend_tokens() on the AVX2 level: n_tokens x n_queries <= 8 (attend_tokens splits).
+void attend_tokens_avx2(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
+                        std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
+                        float* scores, float* out, int64_t out_token_stride);
 // attend_tokens() on the AVX-512 level, n_tokens 2..4.
 void attend_tokens_avx512(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
                           std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,

@@ -13,9 +13,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "common/simd.hpp"
+#include "loom/error.hpp"
 #include "runtime/kernels/attention.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/vec_math_x86.hpp"
@@ -103,9 +105,17 @@ struct KeyGroup {
   int64_t at;
 };
 
-// Tiles of G groups for R query rows: R * G accumulators (6-16), enough chains to hide the
-// FMA latency (AVX2 runs R <= 4 only: at most 12 of its 16 registers).
-constexpr int groups_per_tile(int rows) { return rows >= 12 ? 1 : rows >= 6 ? 2 : rows >= 3 ? 3 : rows == 2 ? 4 : 6; }
+// Tiles of G groups for R query rows: R * G accumulators, enough chains to hide the FMA
+// latency, beside the G key vectors and one broadcast: up to 16 of AVX-512's 32
+// registers (R <= 16), up to 12 of AVX2's 16 (R <= 8).
+template <bool kWide>
+constexpr int groups_per_tile(int rows) {
+  if (rows == 1) return 6;
+  if (rows == 2) return 4;
+  if (rows <= 4) return 3;
+  if constexpr (kWide) return rows < 6 ? 3 : rows < 12 ? 2 : 1;
+  return rows < 7 ? 2 : 1;
+}
 
 LOOM_TARGET_AVX2 inline __m256 key_lanes8(const float* p, int64_t n) {
   return n == 8 ? _mm256_loadu_ps(p) : load_tail(p, n);
@@ -182,8 +192,9 @@ template <int NQ, typename E>
 LOOM_TARGET_AVX2 void wsum_segment(const float* p, int64_t pstride, const E* v, int64_t n, int64_t hd, float* out,
                                    int64_t ostride) {
   // Chunks per pass: enough independent FMA chains to hide the latency, few enough that
-  // NQ x DC accumulators fit the 16 registers beside the values.
-  constexpr int kDC = NQ <= 2 ? 4 : 2;
+  // NQ x DC accumulators fit the 16 registers beside the values (NQ: query rows, up to 8
+  // when several tokens share the tile).
+  constexpr int kDC = NQ <= 2 ? 4 : NQ <= 4 ? 2 : 1;
   const int64_t full = hd / 8 * 8;
   int64_t d0 = 0;
   for (; d0 + 8 * kDC <= full; d0 += 8 * kDC) wsum_chunks<NQ, kDC, false>(p, pstride, v, n, hd, d0, 8, out, ostride);
@@ -357,7 +368,7 @@ LOOM_TARGET_AVX2 void attend_rows(const float* q, int64_t qts, int64_t T, std::s
   const int64_t nq = R / T;
   const int64_t n_max = n_keys[T - 1];
   constexpr int64_t kLanes = kWide ? 16 : 8;
-  constexpr int kG = groups_per_tile(R);
+  constexpr int kG = groups_per_tile<kWide>(R);
   // The query rows dimension-major (hd x R) for the scores; one token's output rows are
   // already side by side, several tokens' are gathered in R x hd and copied out at the end.
   thread_local std::vector<float> q_storage, out_storage;
@@ -449,21 +460,30 @@ void attend_typed(const float* q, int64_t n_queries, std::span<const KvSegment> 
   }
 }
 
-// T (2..4) tokens x n_queries (1..4) heads on the AVX-512 level.
-template <typename E>
-void attend_tokens_typed_512(const float* q, int64_t qts, int64_t T, int64_t n_queries,
-                             std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
-                             float* scores, float* out, int64_t ots) {
+// T (2..4) tokens x n_queries (1..4) heads: T * n_queries rows, at most 16 on AVX-512 and
+// 8 on AVX2 (attend_tokens splits longer runs there).
+template <typename E, bool kWide>
+void attend_tokens_typed(const float* q, int64_t qts, int64_t T, int64_t n_queries,
+                         std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
+                         float* scores, float* out, int64_t ots) {
   switch (T * n_queries) {
-    case 2: return attend_rows<2, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 3: return attend_rows<3, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 4: return attend_rows<4, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 6: return attend_rows<6, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 8: return attend_rows<8, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 9: return attend_rows<9, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 12: return attend_rows<12, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    default: return attend_rows<16, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 2: return attend_rows<2, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 3: return attend_rows<3, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 4: return attend_rows<4, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 6: return attend_rows<6, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    case 8: return attend_rows<8, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+    default: break;
   }
+  if constexpr (kWide) {
+    switch (T * n_queries) {
+      case 9: return attend_rows<9, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+      case 12: return attend_rows<12, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+      case 16: return attend_rows<16, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+      default: break;
+    }
+  }
+  throw Error(ErrorCode::internal, "attend_tokens: " + std::to_string(T) + " tokens x " + std::to_string(n_queries) +
+                                       " heads is more than this level's tile");
 }
 
 }  // namespace
@@ -480,15 +500,26 @@ void attend_avx512(const float* q, int64_t n_queries, std::span<const KvSegment>
   attend_typed<float, true>(q, n_queries, segments, n_keys, shape, scores, out);
 }
 
+void attend_tokens_avx2(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
+                        std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
+                        float* scores, float* out, int64_t out_token_stride) {
+  if (shape.f16) {
+    return attend_tokens_typed<uint16_t, false>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape,
+                                                scores, out, out_token_stride);
+  }
+  attend_tokens_typed<float, false>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
+                                    out_token_stride);
+}
+
 void attend_tokens_avx512(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
                           std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
                           float* scores, float* out, int64_t out_token_stride) {
   if (shape.f16) {
-    return attend_tokens_typed_512<uint16_t>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores,
-                                             out, out_token_stride);
+    return attend_tokens_typed<uint16_t, true>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape,
+                                               scores, out, out_token_stride);
   }
-  attend_tokens_typed_512<float>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
-                                 out_token_stride);
+  attend_tokens_typed<float, true>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
+                                   out_token_stride);
 }
 
 void exp_avx2(float* x, int64_t n) { exp_inplace(x, n); }
