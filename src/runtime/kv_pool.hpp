@@ -83,8 +83,11 @@ class KvPool {
     return (((static_cast<int64_t>(block) * n_layers_ + layer) * 2 + kind) * n_kv_heads_ + head) *
            block_tokens_ * head_dim_;
   }
-  std::byte* element(int64_t at) const noexcept {
+  std::byte* element(int64_t at) noexcept {
     return static_cast<std::byte*>(base_) + static_cast<size_t>(at) * dtype_size(dtype_);
+  }
+  const std::byte* element(int64_t at) const noexcept {
+    return static_cast<const std::byte*>(base_) + static_cast<size_t>(at) * dtype_size(dtype_);
   }
 
   int64_t n_layers_ = 0, n_kv_heads_ = 0, head_dim_ = 0, block_tokens_ = 0;

@@ -79,29 +79,16 @@ void attend_tokens(const float* q, int64_t q_token_stride, int64_t n_tokens, int
     check(n_queries, n_keys[u], shape);
     if (u > 0 && n_keys[u] < n_keys[u - 1]) throw Error(ErrorCode::internal, "attend_tokens: key counts decrease");
   }
-  if (n_tokens > 1 && active_isa() == Isa::avx512) {
+  // The segments hold n_keys[n_tokens - 1] positions: the last token's own.
+  if (n_tokens == 1) return attend(q, n_queries, segments, n_keys[0], shape, scores, out);
+  if (active_isa() == Isa::avx512) {
     return attend_tokens_avx512(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
                                 out_token_stride);
   }
-  if (n_tokens > 1 && active_isa() == Isa::avx2) {
-    // Parts of at most 8 query rows (AVX2's tile); each part's segments are the whole
-    // list (every token reads from position 0).
-    const int64_t part = std::max<int64_t>(1, 8 / n_queries);
-    for (int64_t u = 0; u < n_tokens; u += part) {
-      const int64_t n = std::min(part, n_tokens - u);
-      if (n == 1) {
-        attend_tokens(q + u * q_token_stride, q_token_stride, 1, n_queries, segments, n_keys + u, shape, scores,
-                      out + u * out_token_stride, out_token_stride);
-      } else {
-        attend_tokens_avx2(q + u * q_token_stride, q_token_stride, n, n_queries, segments, n_keys + u, shape, scores,
-                           out + u * out_token_stride, out_token_stride);
-      }
-    }
-    return;
-  }
-  // One token at a time, over its own prefix of the segments.
-  std::vector<KvSegment> own;
-  for (int64_t u = 0; u < n_tokens; ++u) {
+  // Token u alone, over its own prefix of the segments.
+  thread_local std::vector<KvSegment> own_storage;
+  std::vector<KvSegment>& own = own_storage;
+  auto alone = [&](int64_t u) {
     own.clear();
     for (int64_t at = 0; const KvSegment& seg : segments) {
       if (at >= n_keys[u]) break;
@@ -109,7 +96,23 @@ void attend_tokens(const float* q, int64_t q_token_stride, int64_t n_tokens, int
       at += seg.n;
     }
     attend(q + u * q_token_stride, n_queries, own, n_keys[u], shape, scores, out + u * out_token_stride);
+  };
+  if (active_isa() == Isa::avx2) {
+    // Parts of at most 8 query rows (AVX2's tile); a part's tokens read the segments from
+    // position 0 like the whole run's, up to the part's last token.
+    const int64_t part = std::max<int64_t>(1, 8 / n_queries);
+    for (int64_t u = 0; u < n_tokens; u += part) {
+      const int64_t n = std::min(part, n_tokens - u);
+      if (n == 1) {
+        alone(u);
+      } else {
+        attend_tokens_avx2(q + u * q_token_stride, q_token_stride, n, n_queries, segments, n_keys + u, shape, scores,
+                           out + u * out_token_stride, out_token_stride);
+      }
+    }
+    return;
   }
+  for (int64_t u = 0; u < n_tokens; ++u) alone(u);
 }
 
 }  // namespace loom::kernels

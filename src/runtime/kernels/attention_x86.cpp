@@ -503,23 +503,15 @@ void attend_avx512(const float* q, int64_t n_queries, std::span<const KvSegment>
 void attend_tokens_avx2(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
                         std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
                         float* scores, float* out, int64_t out_token_stride) {
-  if (shape.f16) {
-    return attend_tokens_typed<uint16_t, false>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape,
-                                                scores, out, out_token_stride);
-  }
-  attend_tokens_typed<float, false>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
-                                    out_token_stride);
+  auto typed = shape.f16 ? attend_tokens_typed<uint16_t, false> : attend_tokens_typed<float, false>;
+  typed(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out, out_token_stride);
 }
 
 void attend_tokens_avx512(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
                           std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
                           float* scores, float* out, int64_t out_token_stride) {
-  if (shape.f16) {
-    return attend_tokens_typed<uint16_t, true>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape,
-                                               scores, out, out_token_stride);
-  }
-  attend_tokens_typed<float, true>(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
-                                   out_token_stride);
+  auto typed = shape.f16 ? attend_tokens_typed<uint16_t, true> : attend_tokens_typed<float, true>;
+  typed(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out, out_token_stride);
 }
 
 void exp_avx2(float* x, int64_t n) { exp_inplace(x, n); }
