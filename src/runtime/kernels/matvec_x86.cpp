@@ -36,6 +36,8 @@
 // The GEMM walks rows in blocks of about Isa::kBlockBytes of weights (kept in L2 while
 // every token tile passes over them) and, for long rows, columns in blocks of balanced
 // lengths whose token rows fit in Isa::kColumnBlockBytes (see rows() in the .inl).
+#include <cpuid.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -97,6 +99,20 @@ struct Bf16x8 {
 
 inline __mmask16 tail_mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 
+// AMD family 0x19 with AVX-512: Zen 4 (Zen 3, the same family, has no AVX-512), whose
+// 512-bit units are double-pumped.
+bool amd_family_19h() {
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+    if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned family = ((a >> 8) & 0xFu) + ((a >> 20) & 0xFFu);
+    return family == 0x19;
+  }();
+  return yes;
+}
+
 struct F32x16 {
   using T = float;
   LOOM_TARGET_AVX512 static inline __m512 load(const float* p) { return _mm512_loadu_ps(p); }
@@ -142,7 +158,7 @@ struct Avx2Isa {
   static constexpr bool kPrefetchNextBlock = true;
   static constexpr int64_t kGemmAheadBytes = 0;  // see Avx512Isa
   static constexpr bool kOneTileWhole = false;
-  static constexpr int64_t kMatvecAheadBytes = 0;
+  static int64_t matvec_ahead(int64_t /*elem_bytes*/) { return 0; }  // hardware prefetchers only
   LOOM_TARGET_AVX2 static inline V zero() { return _mm256_setzero_ps(); }
   LOOM_TARGET_AVX2 static inline V load(const float* p) { return _mm256_loadu_ps(p); }
   LOOM_TARGET_AVX2 static inline V load_tail(const float* p, int64_t n) { return F32x8::load_tail(p, n); }
@@ -169,12 +185,18 @@ struct Avx512Isa {
   static constexpr bool kPrefetchNextBlock = false;  // measured no gain (Zen 5), it stalled on full fill buffers
   // Instead each weight row stream prefetches this far ahead of its loads: in the GEMM's
   // first token tile of a block (which reads the block from memory; the later tiles find
-  // it in L2) and in the matvec. loom bench, small f16, 2 threads, alternating: batch-8
-  // decode 494/592 -> 717/652 tokens/s (512 and 4096 bytes ahead: less), decode
+  // it in L2) and in the matvec. loom bench, small f16, 2 threads, alternating (Zen 5):
+  // batch-8 decode 494/592 -> 717/652 tokens/s (512 and 4096 bytes ahead: less), decode
   // 130-172 -> 153-189 with 1 KiB ahead.
   static constexpr int64_t kGemmAheadBytes = 2048;
   static constexpr bool kOneTileWhole = true;  // a product of one token tile: see gemm()
-  static constexpr int64_t kMatvecAheadBytes = 1024;
+  // The matvec's distance, in elements of the weight dtype: 1 KiB elsewhere; on Zen 4,
+  // 256 elements (512 bytes of f16 / bf16, 1 KiB of f32 as before). loom bench --gen-tokens
+  // 32..64 on the f16 GGUFs, 2 threads, three rounds alternating with 1 KiB (2026-12-03):
+  // small shape 156/123/135 against 117/120/99 tokens/s, 1B shape 11.9/13.2/12.7 against
+  // 8.9/11.3/10.2; 2 KiB ahead was slower than 1 KiB (f16 105/95/97 against 113/107/111,
+  // loom_batched_decode --batch 1).
+  static int64_t matvec_ahead(int64_t elem_bytes) { return amd_family_19h() ? 256 : 1024 / elem_bytes; }
   LOOM_TARGET_AVX512 static inline V zero() { return _mm512_setzero_ps(); }
   LOOM_TARGET_AVX512 static inline V load(const float* p) { return _mm512_loadu_ps(p); }
   LOOM_TARGET_AVX512 static inline V load_tail(const float* p, int64_t n) { return F32x16::load_tail(p, n); }

@@ -142,7 +142,7 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
 // Software prefetch of a call to rows(): [begin, end) are bytes to pull into L2 while
 // the tile works (the GEMM's next block of weight rows, Isa::kPrefetchNextBlock), spread
 // over its row groups so the reads overlap the FMAs; `ahead` is how far ahead of its
-// loads each weight row stream prefetches (Isa::kGemmAheadBytes, kMatvecAheadBytes).
+// loads each weight row stream prefetches (Isa::kGemmAheadBytes, Isa::matvec_ahead).
 struct Prefetch {
   const char* begin = nullptr;
   const char* end = nullptr;
@@ -204,7 +204,7 @@ template <typename L>
 void matvec(const typename L::T* w, int64_t ws, const float* x, float* y, int64_t n_rows,
             int64_t cols) {
   rows<L, Isa::kMatvecRows, 1>(w, ws, x, 0, y, 0, n_rows, cols, nullptr,
-                               {.ahead = Isa::kMatvecAheadBytes / static_cast<int64_t>(sizeof(typename L::T))});
+                               {.ahead = Isa::matvec_ahead(static_cast<int64_t>(sizeof(typename L::T)))});
 }
 
 // Rows against a tile of 1..kGemmTokens tokens, through a table (T must be a
