@@ -85,10 +85,13 @@ void attend_tokens(const float* q, int64_t q_token_stride, int64_t n_tokens, int
     return attend_tokens_avx512(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
                                 out_token_stride);
   }
-  // Token u alone, over its own prefix of the segments.
-  thread_local std::vector<KvSegment> own_storage;
-  std::vector<KvSegment>& own = own_storage;
-  auto alone = [&](int64_t u) {
+  if (active_isa() == Isa::avx2) {
+    return attend_tokens_avx2(q, q_token_stride, n_tokens, n_queries, segments, n_keys, shape, scores, out,
+                              out_token_stride);
+  }
+  // The scalar level: token u alone, over its own prefix of the segments.
+  std::vector<KvSegment> own;
+  for (int64_t u = 0; u < n_tokens; ++u) {
     own.clear();
     for (int64_t at = 0; const KvSegment& seg : segments) {
       if (at >= n_keys[u]) break;
@@ -96,23 +99,7 @@ void attend_tokens(const float* q, int64_t q_token_stride, int64_t n_tokens, int
       at += seg.n;
     }
     attend(q + u * q_token_stride, n_queries, own, n_keys[u], shape, scores, out + u * out_token_stride);
-  };
-  if (active_isa() == Isa::avx2) {
-    // Parts of at most 8 query rows (AVX2's tile); a part's tokens read the segments from
-    // position 0 like the whole run's, up to the part's last token.
-    const int64_t part = std::max<int64_t>(1, 8 / n_queries);
-    for (int64_t u = 0; u < n_tokens; u += part) {
-      const int64_t n = std::min(part, n_tokens - u);
-      if (n == 1) {
-        alone(u);
-      } else {
-        attend_tokens_avx2(q + u * q_token_stride, q_token_stride, n, n_queries, segments, n_keys + u, shape, scores,
-                           out + u * out_token_stride, out_token_stride);
-      }
-    }
-    return;
   }
-  for (int64_t u = 0; u < n_tokens; ++u) alone(u);
 }
 
 }  // namespace loom::kernels

@@ -71,11 +71,11 @@ void attend_avx2(const float* q, int64_t n_queries, std::span<const KvSegment> s
 void attend_avx512(const float* q, int64_t n_queries, std::span<const KvSegment> segments, int64_t n_keys,
                    const AttentionShape& shape, float* scores, float* out);
 
-// attend_tokens() on the AVX2 level: n_tokens x n_queries <= 8 (attend_tokens splits).
+// attend_tokens() on the AVX2 level, n_tokens 2..4 (in parts of at most 8 query rows).
 void attend_tokens_avx2(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
                         std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
                         float* scores, float* out, int64_t out_token_stride);
-// attend_tokens() on the AVX-512 level, n_tokens 2..4.
+// attend_tokens() on the AVX-512 level, n_tokens 2..4 (at most 16 query rows: one part).
 void attend_tokens_avx512(const float* q, int64_t q_token_stride, int64_t n_tokens, int64_t n_queries,
                           std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
                           float* scores, float* out, int64_t out_token_stride);

@@ -460,30 +460,41 @@ void attend_typed(const float* q, int64_t n_queries, std::span<const KvSegment> 
   }
 }
 
-// T (2..4) tokens x n_queries (1..4) heads: T * n_queries rows, at most 16 on AVX-512 and
-// 8 on AVX2 (attend_tokens splits longer runs there).
+// T tokens x n_queries heads, in parts of as many tokens as the level's tile takes rows
+// (16 on AVX-512, 8 on AVX2: 4 x 4 or 2 x 4, ...). A part reads the segments from
+// position 0 up to its own last token (attend_rows stops there), so a part of one token
+// is attend() for it.
 template <typename E, bool kWide>
 void attend_tokens_typed(const float* q, int64_t qts, int64_t T, int64_t n_queries,
                          std::span<const KvSegment> segments, const int64_t* n_keys, const AttentionShape& shape,
                          float* scores, float* out, int64_t ots) {
-  switch (T * n_queries) {
-    case 2: return attend_rows<2, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 3: return attend_rows<3, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 4: return attend_rows<4, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 6: return attend_rows<6, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    case 8: return attend_rows<8, E, kWide>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-    default: break;
-  }
-  if constexpr (kWide) {
-    switch (T * n_queries) {
-      case 9: return attend_rows<9, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-      case 12: return attend_rows<12, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
-      case 16: return attend_rows<16, E, true>(q, qts, T, segments, n_keys, shape, scores, out, ots);
+  constexpr int64_t kMaxRows = kWide ? 16 : 8;
+  const int64_t part = std::max<int64_t>(1, kMaxRows / n_queries);
+  for (int64_t u = 0; u < T; u += part) {
+    const int64_t n = std::min(part, T - u);
+    const float* qu = q + u * qts;
+    float* ou = out + u * ots;
+    const int64_t* ku = n_keys + u;
+    switch (n * n_queries) {
+      case 1: attend_rows<1, E, kWide>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
+      case 2: attend_rows<2, E, kWide>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
+      case 3: attend_rows<3, E, kWide>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
+      case 4: attend_rows<4, E, kWide>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
+      case 6: attend_rows<6, E, kWide>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
+      case 8: attend_rows<8, E, kWide>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
       default: break;
     }
+    if constexpr (kWide) {
+      switch (n * n_queries) {
+        case 9: attend_rows<9, E, true>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
+        case 12: attend_rows<12, E, true>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
+        case 16: attend_rows<16, E, true>(qu, qts, n, segments, ku, shape, scores, ou, ots); continue;
+        default: break;
+      }
+    }
+    throw Error(ErrorCode::internal, "attend_tokens: " + std::to_string(n) + " tokens x " +
+                                         std::to_string(n_queries) + " heads");
   }
-  throw Error(ErrorCode::internal, "attend_tokens: " + std::to_string(T) + " tokens x " + std::to_string(n_queries) +
-                                       " heads is more than this level's tile");
 }
 
 }  // namespace

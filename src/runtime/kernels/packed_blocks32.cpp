@@ -190,7 +190,6 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
 
 #define PQ_INLINE LOOM_TARGET_AVX512_VNNI __attribute__((always_inline)) inline
 
-
 template <class F, int P, int T>
 PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
   __m512 acc[P][T];
