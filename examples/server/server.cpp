@@ -3,8 +3,10 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cinttypes>
 #include <cstring>
 #include <ctime>
@@ -246,6 +248,7 @@ struct Server::Impl {
   std::optional<ChatTemplate> chat_template;
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;
+  socket_t listen_socket = INVALID_SOCKET;  // the bound socket (start())
   std::thread listener;
   int port = -1;
   bool running = false;
@@ -313,10 +316,22 @@ int Server::start() {
   s.http.set_keep_alive_max_count(1000);
   s.http.set_read_timeout(30, 0);
   s.http.set_write_timeout(30, 0);
+  // httplib binds each address it tries on a socket it hands this callback first; the
+  // one bound last is the listening socket, whose backlog is then raised (listen(2) on a
+  // listening socket only updates its backlog).
+  s.http.set_socket_options([&s](socket_t sock) {
+    httplib::default_socket_options(sock);
+    s.listen_socket = sock;
+  });
   s.port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
                                : (s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
   if (s.port < 0) {
     throw Error(ErrorCode::io, "cannot listen on " + s.options.host + ":" + std::to_string(s.options.port));
+  }
+  if (s.options.listen_backlog > 0 && ::listen(s.listen_socket, s.options.listen_backlog) != 0) {
+    // Still serving, with httplib's backlog: worth a warning, not a failed start.
+    s.options.logger.log(LogLevel::warn, "cannot raise the listen backlog to " +
+                                             std::to_string(s.options.listen_backlog) + ": " + std::strerror(errno));
   }
   s.running = true;
   s.listener = std::thread([&s] { s.http.listen_after_bind(); });

@@ -38,6 +38,10 @@ struct ServerOptions {
   size_t max_body_bytes = 1 << 20;  // larger bodies get 413
   int http_threads = 0;             // 0: parallel + queue capacity + 8
   int keep_alive_seconds = 3;       // idle keep-alive connections close after this
+  // Connections the kernel queues before the server accepts them (listen(2)'s backlog,
+  // capped by net.core.somaxconn). cpp-httplib's own is 5: a burst of more clients than
+  // that lost its SYNs and waited for TCP's 1-second retransmission.
+  int listen_backlog = 512;
   std::chrono::milliseconds drain_timeout{10000};  // shutdown: running jobs may finish for this long
   SchedulerOptions scheduler;
   Logger logger = Logger::global(); // access log (info) and server messages
