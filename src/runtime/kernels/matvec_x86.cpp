@@ -187,7 +187,13 @@ struct Avx512Isa {
   // first token tile of a block (which reads the block from memory; the later tiles find
   // it in L2) and in the matvec. loom bench, small f16, 2 threads, alternating (Zen 5):
   // batch-8 decode 494/592 -> 717/652 tokens/s (512 and 4096 bytes ahead: less), decode
-  // 130-172 -> 153-189 with 1 KiB ahead.
+  // 130-172 -> 153-189 with 1 KiB ahead. The GEMM's prefetches go to L2 (_MM_HINT_T1):
+  // into L1 each line held one of L1's few miss buffers from the prefetch until memory
+  // answered, which capped the lines in flight; the tile's loads then find the block in
+  // L2 as the later tiles do. loom_batched_decode --dtype f16 --batch 8, Zen 4, 3 rounds
+  // alternating: products alone 154/155/159 against 136/137/124 GFLOP/s, decode 486/501/505
+  // against 349/466/443 tokens/s. The matvec keeps L1 (its B = 1 decode measured no
+  // better with L2 at 512 B, 1 KiB or 2 KiB ahead).
   static constexpr int64_t kGemmAheadBytes = 2048;
   static constexpr bool kOneTileWhole = true;  // a product of one token tile: see gemm()
   // The matvec's distance, in elements of the weight dtype: 1 KiB elsewhere; on Zen 4,

@@ -56,12 +56,16 @@ inline void prefetch_group_step(const uint8_t* group, int k) {
 // several tokens only the line kPackedAheadBytes past the vector, as before: spreading the
 // group's shares there (with a loop of varying count) ran q4_k / q6_k prefill tiles 17-45%
 // slower in L2, and after the first token tile of an L2 block the prefetches only cost.
-template <int T, int64_t kBytes, int kSteps>
+// kTileHint is where a multi-token tile's prefetch puts the line: the formats of one byte
+// a weight (q8_0, gq8) ask for L2 (_MM_HINT_T1), which frees the L1 miss buffers for the
+// loads and leaves more lines in flight from memory; the 4- to 6-bit formats, with more
+// arithmetic per byte, keep L1 (see the call sites for the measurements).
+template <int T, int64_t kBytes, int kSteps, _mm_hint kTileHint = _MM_HINT_T0>
 inline void prefetch_step(const uint8_t* group, const uint8_t* vector, int k) {
   if constexpr (T == 1) {
     prefetch_group_step<kBytes, kSteps>(group, k);
   } else {
-    _mm_prefetch(reinterpret_cast<const char*>(vector + kPackedAheadBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(vector + kPackedAheadBytes), kTileHint);
   }
 }
 

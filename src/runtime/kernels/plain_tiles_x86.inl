@@ -45,7 +45,9 @@ LOOM_TILE_TARGET inline void group(const typename L::T* w, int64_t ws, const flo
   }
   for (int64_t c = c0; c < c1; c += kStep) {
     if (ahead != 0) {
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ws + c + ahead), _MM_HINT_T0);
+      // A GEMM tile's prefetch fills L2, the matvec's L1 (see Avx512Isa::kGemmAheadBytes).
+      constexpr auto kHint = T > 1 ? _MM_HINT_T1 : _MM_HINT_T0;
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ws + c + ahead), kHint);
     }
     for (int j = 0; j < kC; ++j) {
       if constexpr (kWeightsFirst) {
