@@ -250,6 +250,7 @@ struct Server::Impl {
   httplib::Server http;
   socket_t listen_socket = INVALID_SOCKET;  // the bound socket (start())
   std::thread listener;
+  std::atomic<bool> listener_done{false};  // listen_after_bind() returned
   int port = -1;
   bool running = false;
   std::atomic<int64_t> open_streams{0};
@@ -334,7 +335,15 @@ int Server::start() {
                                              std::to_string(s.options.listen_backlog) + ": " + std::strerror(errno));
   }
   s.running = true;
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  s.listener_done = false;
+  s.listener = std::thread([&s] {
+    s.http.listen_after_bind();
+    s.listener_done = true;
+  });
+  // httplib's stop() does nothing until its accept loop has marked itself running: a
+  // shutdown() right after start() would leave the listener in accept() for good and hang
+  // its join. So start() returns once the loop runs (or has already ended).
+  while (!s.http.is_running() && !s.listener_done) std::this_thread::sleep_for(std::chrono::microseconds(100));
   return s.port;
 }
 
