@@ -25,6 +25,10 @@ struct CpuFeatures {
   bool amx_tile = false;
   bool amx_bf16 = false;
   bool amx_int8 = false;
+  // Who made it: a kernel tuned on measurements of one microarchitecture asks these
+  // (e.g. Zen 4 is AuthenticAMD family 0x19 with AVX-512: the matvec's prefetch distance).
+  bool amd = false;  // vendor string "AuthenticAMD"
+  int family = 0;    // display family: base family + extended family
 };
 
 enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };

@@ -21,17 +21,27 @@ uint64_t read_xcr0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "Auth" "enti" "cAMD"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  f.amd = amd;
+  f.family = static_cast<int>(((a >> 8) & 0xFu) + ((a >> 20) & 0xFFu));
   const bool osxsave = (c >> 27) & 1;
   const bool avx = (c >> 28) & 1;
   f.fma = (c >> 12) & 1;
   f.f16c = (c >> 29) & 1;
-  if (!osxsave || !avx) return CpuFeatures{};
+  const auto without_avx = [&] {
+    CpuFeatures none;
+    none.amd = f.amd;
+    none.family = f.family;
+    return none;
+  };
+  if (!osxsave || !avx) return without_avx();
   const uint64_t xcr0 = read_xcr0();
   const bool os_avx = (xcr0 & 0x6) == 0x6;            // XMM and YMM state
   const bool os_avx512 = (xcr0 & 0xE6) == 0xE6;       // + opmask, ZMM_Hi256, Hi16_ZMM
   const bool os_amx = (xcr0 & 0x60000) == 0x60000;    // XTILECFG and XTILEDATA
-  if (!os_avx) return CpuFeatures{};
+  if (!os_avx) return without_avx();
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
   f.avx2 = (b >> 5) & 1;
   if (os_avx512) {

@@ -36,14 +36,13 @@
 // The GEMM walks rows in blocks of about Isa::kBlockBytes of weights (kept in L2 while
 // every token tile passes over them) and, for long rows, columns in blocks of balanced
 // lengths whose token rows fit in Isa::kColumnBlockBytes (see rows() in the .inl).
-#include <cpuid.h>
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "common/simd.hpp"
+#include "loom/cpu.hpp"
 #include "runtime/kernels/matvec_kernels.hpp"
 
 namespace loom::kernels {
@@ -102,15 +101,8 @@ inline __mmask16 tail_mask(int64_t n) { return static_cast<__mmask16>((1u << n) 
 // AMD family 0x19 with AVX-512: Zen 4 (Zen 3, the same family, has no AVX-512), whose
 // 512-bit units are double-pumped.
 bool amd_family_19h() {
-  static const bool yes = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-    const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
-    if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const unsigned family = ((a >> 8) & 0xFu) + ((a >> 20) & 0xFFu);
-    return family == 0x19;
-  }();
-  return yes;
+  const CpuFeatures& f = cpu_features();
+  return f.amd && f.family == 0x19;
 }
 
 struct F32x16 {
