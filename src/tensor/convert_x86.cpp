@@ -9,7 +9,6 @@ namespace loom::kernels {
 
 namespace {
 constexpr int kF16MaxAsF32 = 0x477FE000;  // 65504.0f
-constexpr int kF16Max = 0x7BFF;
 constexpr int kBf16RoundsToInf = 0x7F7F8000;
 constexpr int kBf16Max = 0x7F7F;
 }  // namespace

@@ -52,7 +52,7 @@ struct Bytes : FormatBase<L, kPacking, kDtype> {
   // 878/830/701 against 744/710/734 tokens/s, the products alone 285/288/244 against
   // 238/267/219 GFLOP/s. Nibble formats measured slower so (q4_0 B = 8: 919/931/1075
   // against 999/1199/1128).
-  static constexpr _mm_hint kTileHint = _MM_HINT_T1;
+  static constexpr PrefetchHint kTileHint = _MM_HINT_T1;
 };
 // Runs of nibble bytes: vector j holds columns 4j..4j+3 (low nibbles) and 16+4j.. (high).
 template <class L, Packing kPacking, DType kDtype>
@@ -60,7 +60,7 @@ struct Nibbles : FormatBase<L, kPacking, kDtype> {
   static constexpr int kVectors = 4;
   static constexpr bool kNibbles = true;
   static constexpr int32_t kBias = 0;
-  static constexpr _mm_hint kTileHint = _MM_HINT_T0;
+  static constexpr PrefetchHint kTileHint = _MM_HINT_T0;
 };
 
 using Q8_0Format = Bytes<packed_layout::Q8_0, Packing::q8_0_x16, DType::q8_0>;

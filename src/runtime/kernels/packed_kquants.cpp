@@ -311,9 +311,8 @@ struct Q2Bits {
   static constexpr Packing packing = Packing::q2_k_x16;
   static constexpr DType dtype = DType::q2_k;
   using L = packed_layout::Q2K;
-  static constexpr int32_t kOffset = 0;  // the mins instead
   static constexpr int kDecodePanels = 1;
-  static constexpr bool kMins = true;
+  static constexpr bool kMins = true;  // no kOffset: the corrections are the mins
 
   static int32_t value(const uint8_t* g, int64_t r, int h, int q, int l) {
     return (g[L::quant_at(r, 32 * h + l)] >> (2 * q)) & 3;

@@ -60,7 +60,10 @@ inline void prefetch_group_step(const uint8_t* group, int k) {
 // a weight (q8_0, gq8) ask for L2 (_MM_HINT_T1), which frees the L1 miss buffers for the
 // loads and leaves more lines in flight from memory; the 4- to 6-bit formats, with more
 // arithmetic per byte, keep L1 (see the call sites for the measurements).
-template <int T, int64_t kBytes, int kSteps, _mm_hint kTileHint = _MM_HINT_T0>
+// PrefetchHint is the hint's own type: GCC's headers make _MM_HINT_T0 an enumerator of
+// `_mm_hint`, clang's a plain int macro, and a template parameter must name one of them.
+using PrefetchHint = decltype(_MM_HINT_T0);
+template <int T, int64_t kBytes, int kSteps, PrefetchHint kTileHint = _MM_HINT_T0>
 inline void prefetch_step(const uint8_t* group, const uint8_t* vector, int k) {
   if constexpr (T == 1) {
     prefetch_group_step<kBytes, kSteps>(group, k);
