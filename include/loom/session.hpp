@@ -92,7 +92,10 @@ class Session {
   // differs, or Error(context_full) when n exceeds this context. Speculative decoding
   // starts a quantized copy of the target from the target's prompt cache this way
   // instead of recomputing it. The logits are cleared: feed a token to get new ones.
-  void copy_cache_from(const Session& other, int64_t n);
+  // `keep` (at most n and this session's position) keeps this session's own first `keep`
+  // positions and copies only [keep, n): the caller vouches that they hold the same
+  // tokens (a draft that re-syncs with its target copies only what it has not seen).
+  void copy_cache_from(const Session& other, int64_t n, int64_t keep = 0);
 
   // Final hidden states (after the last norm) of `tokens`, pooled, optionally
   // L2-normalized: an embedding for retrieval. Runs on a fresh context (resets).

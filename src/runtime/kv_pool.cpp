@@ -84,6 +84,34 @@ void KvPool::copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_
   }
 }
 
+bool KvPool::same_elements(const KvPool& other) const noexcept {
+  return n_layers_ == other.n_layers_ && n_kv_heads_ == other.n_kv_heads_ && head_dim_ == other.head_dim_ &&
+         dtype_ == other.dtype_;
+}
+
+void KvPool::copy_run_from(const KvPool& src, int32_t from, int64_t from_slot, int32_t to, int64_t to_slot,
+                           int64_t count) noexcept {
+  const size_t elem = dtype_size(dtype_);
+  if (block_tokens_ == src.block_tokens_ && from_slot == 0 && to_slot == 0 && count == block_tokens_) {
+    std::memcpy(element(static_cast<int64_t>(to) * block_elements_),
+                src.element(static_cast<int64_t>(from) * block_elements_), static_cast<size_t>(block_elements_) * elem);
+    return;
+  }
+  const auto run = static_cast<size_t>(count) * elem;
+  for (int64_t l = 0; l < n_layers_; ++l) {
+    for (int64_t g = 0; g < n_kv_heads_; ++g) {
+      // Keys: one run of slots per dimension (each pool's own stride, block_tokens);
+      // values: the slots' rows, contiguous.
+      for (int64_t d = 0; d < head_dim_; ++d) {
+        std::memcpy(element(panel(to, l, 0, g) + d * block_tokens_ + to_slot),
+                    src.element(src.panel(from, l, 0, g) + d * src.block_tokens_ + from_slot), run);
+      }
+      std::memcpy(element(panel(to, l, 1, g) + to_slot * head_dim_),
+                  src.element(src.panel(from, l, 1, g) + from_slot * head_dim_), run * static_cast<size_t>(head_dim_));
+    }
+  }
+}
+
 void KvPool::store_row(int32_t block, int64_t slot, int64_t layer, int kind, int64_t head,
                        const float* row) noexcept {
   const bool f16 = dtype_ == DType::f16;

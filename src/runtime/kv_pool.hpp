@@ -55,6 +55,14 @@ class KvPool {
   void copy_block(int32_t from, int32_t to) noexcept;
   // Copies one position's keys and values, every layer and head.
   void copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_slot) noexcept;
+  // True when `other` stores elements as this pool does (layers, KV heads, head_dim,
+  // dtype; block_tokens may differ): its positions can be copied byte for byte.
+  bool same_elements(const KvPool& other) const noexcept;
+  // Copies `count` positions, every layer and head, from slots [from_slot, +count) of
+  // block `from` of `src` (a pool with same_elements) into slots [to_slot, +count) of
+  // block `to` of this pool. Both ranges lie within their blocks.
+  void copy_run_from(const KvPool& src, int32_t from, int64_t from_slot, int32_t to, int64_t to_slot,
+                     int64_t count) noexcept;
 
   int64_t block_tokens() const noexcept { return block_tokens_; }
   int64_t n_blocks() const noexcept { return static_cast<int64_t>(refs_.size()); }

@@ -128,7 +128,7 @@ void Session::rollback(int64_t position) {
   state_->logit_rows = 0;
 }
 
-void Session::copy_cache_from(const Session& other, int64_t n) {
+void Session::copy_cache_from(const Session& other, int64_t n, int64_t keep) {
   State& s = *state_;
   const State& o = *other.state_;
   const ModelConfig& a = s.cfg();
@@ -154,22 +154,38 @@ void Session::copy_cache_from(const Session& other, int64_t n) {
     throw Error(ErrorCode::context_full, "context full: " + std::to_string(n) + " positions exceed the context length " +
                                              std::to_string(s.context));
   }
-  s.kv->truncate(0);
+  if (keep < 0 || keep > n || keep > s.kv->length()) {
+    throw Error(ErrorCode::invalid_argument, "cannot keep " + std::to_string(keep) + " positions of a cache holding " +
+                                                 std::to_string(s.kv->length()) + " while copying " + std::to_string(n));
+  }
+  s.kv->truncate(keep);
   s.logit_rows = 0;
-  if (n == 0) return;
-  if (!s.kv->prepare_append(n)) throw Error(ErrorCode::internal, "the session's KV block is missing");
-  std::vector<float> row(static_cast<size_t>(a.head_dim));
-  for (int64_t p = 0; p < n; ++p) {
-    for (int64_t l = 0; l < a.n_layers; ++l) {
-      for (int kind = 0; kind < 2; ++kind) {
-        for (int64_t g = 0; g < a.n_kv_heads; ++g) {
-          o.kv_pool->load_row(o.kv->block_of(p), o.kv->slot_of(p), l, kind, g, row.data());
-          s.kv_pool->store_row(s.kv->block_of(p), s.kv->slot_of(p), l, kind, g, row.data());
+  if (n == keep) return;
+  if (!s.kv->prepare_append(n - keep)) throw Error(ErrorCode::internal, "the session's KV block is missing");
+  if (s.kv_pool->same_elements(*o.kv_pool)) {
+    // Byte copies, a run of positions per pair of blocks: a draft re-seeding from its
+    // target between rounds copied position by position through f32 rows before, half
+    // of a q4_k draft step's time on the small shape.
+    for (int64_t p = keep; p < n;) {
+      const int64_t from_slot = o.kv->slot_of(p), to_slot = s.kv->slot_of(p);
+      const int64_t count = std::min({n - p, o.kv_pool->block_tokens() - from_slot, s.kv_pool->block_tokens() - to_slot});
+      s.kv_pool->copy_run_from(*o.kv_pool, o.kv->block_of(p), from_slot, s.kv->block_of(p), to_slot, count);
+      p += count;
+    }
+  } else {
+    std::vector<float> row(static_cast<size_t>(a.head_dim));
+    for (int64_t p = keep; p < n; ++p) {
+      for (int64_t l = 0; l < a.n_layers; ++l) {
+        for (int kind = 0; kind < 2; ++kind) {
+          for (int64_t g = 0; g < a.n_kv_heads; ++g) {
+            o.kv_pool->load_row(o.kv->block_of(p), o.kv->slot_of(p), l, kind, g, row.data());
+            s.kv_pool->store_row(s.kv->block_of(p), s.kv->slot_of(p), l, kind, g, row.data());
+          }
         }
       }
     }
   }
-  s.kv->commit(n);
+  s.kv->commit(n - keep);
 }
 
 std::vector<float> Session::embed(std::span<const int32_t> tokens, Pooling pooling,

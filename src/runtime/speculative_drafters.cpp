@@ -96,7 +96,7 @@ class ModelDrafter final : public Drafter {
                                  ? static_cast<size_t>(std::mismatch(fed_.begin(), fed_.end(), context.begin(),
                                                                      context.end()).first - fed_.begin())
                                  : 0;
-      if (!synced_ || offset_ != 0 || context.size() - settled > 2) seed_from_target(context, limit);
+      if (!synced_ || offset_ != 0 || context.size() - settled > 2) seed_from_target(context, limit, settled);
     }
     if (!synced_ || offset_ > context.size()) {
       offset_ = 0;
@@ -161,13 +161,15 @@ class ModelDrafter final : public Drafter {
   // target's own), and the target's keys and values are, if anything, the better ones.
   // The draft's proposals stay proposals, verified by the target: exactness is not at
   // stake, only how often they are right. A draft of another shape prefills as before.
-  void seed_from_target(std::span<const int32_t> context, int64_t limit) {
+  // `settled` positions of the draft's cache already hold context's tokens (its own keys
+  // and values of the tokens it saw, or an earlier copy's): only the rest is copied.
+  void seed_from_target(std::span<const int32_t> context, int64_t limit, size_t settled) {
     if (target_ == nullptr) return;
     // The target's cache holds every settled token but the newest: context[0, position).
     const int64_t n = std::min<int64_t>(target_->position(), static_cast<int64_t>(context.size()) - 1);
     if (n <= 0 || n >= limit) return;
     try {
-      session_->copy_cache_from(*target_, n);
+      session_->copy_cache_from(*target_, n, std::min<int64_t>(static_cast<int64_t>(settled), n));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::invalid_argument) throw;
       seed_from_target_ = false;  // another shape (checked before anything changed): never try again

@@ -238,9 +238,37 @@ TEST_CASE("a session continues bit-identically from a cache copied from another 
   c.prefill(std::vector<int32_t>{4, 5, 6, 7});
   CHECK(t::max_abs_diff(c.logits(), std::vector<double>(want.begin(), want.end())) < 1e-2);
 
+  // Keeping a prefix copies only the rest: b holds a's first 6 positions and the token 7
+  // (its own), re-synced up to a's 7 positions without touching the first 6. The copy
+  // is by bytes (same layout), so a's cache is reproduced exactly.
+  b.copy_cache_from(a, 7, 6);
+  CHECK(b.position() == 7);
+  a.step(8);
+  b.step(8);
+  CHECK(std::vector<float>(b.logits().begin(), b.logits().end()) ==
+        std::vector<float>(a.logits().begin(), a.logits().end()));
+  // Into a cache of another size (a session's cache is one block of its context: the
+  // keys' stride differs), from a kept prefix.
+  SessionOptions longer = o;
+  longer.context_length = 24;
+  Session p(model, longer);
+  p.prefill(std::vector<int32_t>{1, 2, 3});
+  p.copy_cache_from(a, 8, 3);
+  CHECK(p.position() == 8);
+  p.step(9);
+  a.step(9);
+  CHECK(std::vector<float>(p.logits().begin(), p.logits().end()) ==
+        std::vector<float>(a.logits().begin(), a.logits().end()));
+  // Keeping more than this session holds, or more than is copied, is refused.
+  Session q(model, o);
+  q.prefill(std::vector<int32_t>{1, 2});
+  CHECK_THROWS_WITH(q.copy_cache_from(a, 6, 3), Catch::Contains("cannot keep 3 positions of a cache holding 2"));
+  CHECK_THROWS_AS(q.copy_cache_from(a, 1, 2), loom::Error);
+  CHECK(q.position() == 2);
+
   // Refusals change nothing: more positions than the source holds, a context too small,
   // a model of another shape.
-  CHECK_THROWS_AS(b.copy_cache_from(a, 8), loom::Error);
+  CHECK_THROWS_AS(b.copy_cache_from(a, 11), loom::Error);
   SessionOptions small = o;
   small.context_length = 4;
   Session d(model, small);
