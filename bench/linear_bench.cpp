@@ -6,17 +6,23 @@
 // BM_quant: the quantized types q8_0, q4_0, q4_k and q6_k, row-major (packed 0) and in
 // the kernel layout --repack auto would give them on this CPU (packed 1), at 1, 8, 16
 // and 128 tokens; GOP/s counts a multiply and an add per weight and token, as the int8
-// dot peak of loom_tokens_per_second / loom_batched_decode does.
+// dot peak of loom_tokens_per_second / loom_batched_decode does. "of peak" is that rate
+// over the same program's own probe at the same thread count (FMA peak for the float
+// types, int8 dot-product peak for the quantized ones; measured once per count), so a
+// share is read off one run of one binary, never against a figure from another minute.
 //   build/bench/loom_linear_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <initializer_list>
+#include <map>
 #include <utility>
 #include <vector>
 
 #include "loom/convert.hpp"
 #include "loom/tensor.hpp"
 #include "loom/thread_pool.hpp"
+#include "machine_ceilings.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
@@ -39,6 +45,34 @@ loom::Tensor weight(loom::DType dtype, int64_t rows, int64_t cols) {
   return t;
 }
 
+// The probe's peak in operations per second (FMA or int8 dot), per thread count.
+double peak_ops(bool int8, int threads) {
+  static std::map<std::pair<bool, int>, double> measured;
+  auto [it, fresh] = measured.try_emplace({int8, threads}, 0.0);
+  if (fresh) {
+    it->second = 1e9 * (int8 ? loom::bench::measure_int8_dot_peak_gops(threads)
+                              : loom::bench::measure_fma_peak_gflops(threads));
+  }
+  return it->second;
+}
+
+// Runs the product in the benchmark loop and reports its rate as a share of the peak
+// (the loop is timed here as well: Google Benchmark's rate counters are computed after
+// the function returns, where no other counter can be derived from them).
+template <class Product>
+void run_product(benchmark::State& state, double ops, bool int8, int threads, Product product) {
+  const double peak = peak_ops(int8, threads);  // before the clock: the probe takes a second
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    product();
+    benchmark::ClobberMemory();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (peak > 0.0 && seconds > 0.0) {
+    state.counters["of peak"] = ops * static_cast<double>(state.iterations()) / seconds / peak;
+  }
+}
+
 void BM_decode(benchmark::State& state) {
   const auto dtype = static_cast<loom::DType>(state.range(0));
   const int64_t rows = state.range(1), cols = state.range(2);
@@ -58,11 +92,10 @@ void BM_prefill(benchmark::State& state) {
   const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(4);
   auto w = weight(dtype, rows, cols);
   std::vector<float> x(static_cast<size_t>(cols * tokens), 0.01f), y(static_cast<size_t>(rows * tokens));
-  loom::ThreadPool pool(static_cast<int>(state.range(3)));
-  for (auto _ : state) {
-    loom::kernels::linear(w, nullptr, x.data(), cols, tokens, y.data(), rows, pool);
-    benchmark::ClobberMemory();
-  }
+  const int threads = static_cast<int>(state.range(3));
+  loom::ThreadPool pool(threads);
+  run_product(state, static_cast<double>(2 * rows * cols * tokens), false, threads,
+              [&] { loom::kernels::linear(w, nullptr, x.data(), cols, tokens, y.data(), rows, pool); });
   state.counters["GFLOP/s"] = benchmark::Counter(
       static_cast<double>(2 * rows * cols * tokens), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(loom::dtype_name(dtype)));
@@ -83,11 +116,10 @@ void BM_quant(benchmark::State& state) {
   }
   std::vector<float> x(static_cast<size_t>(cols * tokens)), y(static_cast<size_t>(rows * tokens));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.01f - 0.03f;
-  loom::ThreadPool pool(static_cast<int>(state.range(3)));
-  for (auto _ : state) {
-    loom::kernels::linear(w, nullptr, x.data(), cols, tokens, y.data(), rows, pool);
-    benchmark::ClobberMemory();
-  }
+  const int threads = static_cast<int>(state.range(3));
+  loom::ThreadPool pool(threads);
+  run_product(state, static_cast<double>(2 * rows * cols * tokens), true, threads,
+              [&] { loom::kernels::linear(w, nullptr, x.data(), cols, tokens, y.data(), rows, pool); });
   state.counters["GOP/s"] = benchmark::Counter(static_cast<double>(2 * rows * cols * tokens),
                                                benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(loom::dtype_name(dtype)) +
