@@ -241,12 +241,12 @@ TEST_CASE("a session continues bit-identically from a cache copied from another 
   // Keeping a prefix copies only the rest: b holds a's first 6 positions and the token 7
   // (its own), re-synced up to a's 7 positions without touching the first 6. The copy
   // is by bytes (same layout), so a's cache is reproduced exactly.
+  const auto logits_of = [](Session& s) { return std::vector<float>(s.logits().begin(), s.logits().end()); };
   b.copy_cache_from(a, 7, 6);
   CHECK(b.position() == 7);
   a.step(8);
   b.step(8);
-  CHECK(std::vector<float>(b.logits().begin(), b.logits().end()) ==
-        std::vector<float>(a.logits().begin(), a.logits().end()));
+  CHECK(logits_of(b) == logits_of(a));
   // Into a cache of another size (a session's cache is one block of its context: the
   // keys' stride differs), from a kept prefix.
   SessionOptions longer = o;
@@ -257,8 +257,7 @@ TEST_CASE("a session continues bit-identically from a cache copied from another 
   CHECK(p.position() == 8);
   p.step(9);
   a.step(9);
-  CHECK(std::vector<float>(p.logits().begin(), p.logits().end()) ==
-        std::vector<float>(a.logits().begin(), a.logits().end()));
+  CHECK(logits_of(p) == logits_of(a));
   // Keeping more than this session holds, or more than is copied, is refused.
   Session q(model, o);
   q.prefill(std::vector<int32_t>{1, 2});
