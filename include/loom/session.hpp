@@ -95,6 +95,7 @@ class Session {
   // `keep` (at most n and this session's position) keeps this session's own first `keep`
   // positions and copies only [keep, n): the caller vouches that they hold the same
   // tokens (a draft that re-syncs with its target copies only what it has not seen).
+  // `other` may be this session: it keeps its first n positions, as rollback(n) would.
   void copy_cache_from(const Session& other, int64_t n, int64_t keep = 0);
 
   // Final hidden states (after the last norm) of `tokens`, pooled, optionally

@@ -158,8 +158,12 @@ void Session::copy_cache_from(const Session& other, int64_t n, int64_t keep) {
     throw Error(ErrorCode::invalid_argument, "cannot keep " + std::to_string(keep) + " positions of a cache holding " +
                                                  std::to_string(s.kv->length()) + " while copying " + std::to_string(n));
   }
-  s.kv->truncate(keep);
   s.logit_rows = 0;
+  if (&s == &o) {  // from itself: its first n positions are already where they go
+    s.kv->truncate(n);
+    return;
+  }
+  s.kv->truncate(keep);
   if (n == keep) return;
   if (!s.kv->prepare_append(n - keep)) throw Error(ErrorCode::internal, "the session's KV block is missing");
   if (s.kv_pool->same_elements(*o.kv_pool)) {

@@ -258,6 +258,18 @@ TEST_CASE("a session continues bit-identically from a cache copied from another 
   p.step(9);
   a.step(9);
   CHECK(logits_of(p) == logits_of(a));
+  // From itself: its first n positions stay, as a rollback would leave them.
+  Session self(model, o);
+  self.prefill(std::vector<int32_t>{1, 2, 3, 4, 5, 6});
+  self.copy_cache_from(self, 6, 2);
+  CHECK(self.position() == 6);
+  self.copy_cache_from(self, 5);
+  CHECK(self.position() == 5);
+  self.step(6);
+  Session fresh(model, o);
+  fresh.prefill(std::vector<int32_t>{1, 2, 3, 4, 5});
+  fresh.step(6);
+  CHECK(logits_of(self) == logits_of(fresh));
   // Keeping more than this session holds, or more than is copied, is refused.
   Session q(model, o);
   q.prefill(std::vector<int32_t>{1, 2});
