@@ -270,7 +270,8 @@ void Batch::trim(SeqId id, int64_t begin, int64_t end) {
   // Positions [begin, new_length) are rewritten: their blocks must be this sequence's own.
   if (!q.kv.make_exclusive(begin, new_length)) s.pool_full(id, q.kv.shared_blocks(begin, new_length));
   for (int64_t p = begin; p < new_length; ++p) {
-    s.kv_pool->copy_entry(q.kv.block_of(p + d), q.kv.slot_of(p + d), q.kv.block_of(p), q.kv.slot_of(p));
+    s.kv_pool->copy_run_from(*s.kv_pool, q.kv.block_of(p + d), q.kv.slot_of(p + d), q.kv.block_of(p), q.kv.slot_of(p),
+                             1);
   }
   q.kv.truncate(new_length);
   s.forward->rerotate_keys(q.kv, begin, new_length, -d);

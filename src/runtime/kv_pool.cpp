@@ -63,38 +63,21 @@ void KvPool::release(int32_t block) noexcept {
   if (--r == 0) free_.push_back(block);
 }
 
-void KvPool::copy_block(int32_t from, int32_t to) noexcept {
-  const auto bytes = static_cast<size_t>(block_elements_) * dtype_size(dtype_);
-  std::memcpy(element(static_cast<int64_t>(to) * block_elements_),
-              element(static_cast<int64_t>(from) * block_elements_), bytes);
-}
-
-void KvPool::copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_slot) noexcept {
-  const size_t elem = dtype_size(dtype_);
-  for (int64_t l = 0; l < n_layers_; ++l) {
-    for (int64_t g = 0; g < n_kv_heads_; ++g) {
-      // The key: one element per dimension, block_tokens apart.
-      const std::byte* k = element(panel(from, l, 0, g) + from_slot);
-      std::byte* kd = element(panel(to, l, 0, g) + to_slot);
-      const size_t stride = static_cast<size_t>(block_tokens_) * elem;
-      for (int64_t d = 0; d < head_dim_; ++d) std::memmove(kd + d * stride, k + d * stride, elem);
-      std::memmove(element(panel(to, l, 1, g) + to_slot * head_dim_),
-                   element(panel(from, l, 1, g) + from_slot * head_dim_), static_cast<size_t>(head_dim_) * elem);
-    }
-  }
-}
+void KvPool::copy_block(int32_t from, int32_t to) noexcept { copy_run_from(*this, from, 0, to, 0, block_tokens_); }
 
 bool KvPool::same_elements(const KvPool& other) const noexcept {
   return n_layers_ == other.n_layers_ && n_kv_heads_ == other.n_kv_heads_ && head_dim_ == other.head_dim_ &&
          dtype_ == other.dtype_;
 }
 
+// memmove throughout: within one pool the source and destination may be one block (a
+// trim moving later positions down, Batch::trim).
 void KvPool::copy_run_from(const KvPool& src, int32_t from, int64_t from_slot, int32_t to, int64_t to_slot,
                            int64_t count) noexcept {
   const size_t elem = dtype_size(dtype_);
   if (block_tokens_ == src.block_tokens_ && from_slot == 0 && to_slot == 0 && count == block_tokens_) {
-    std::memcpy(element(static_cast<int64_t>(to) * block_elements_),
-                src.element(static_cast<int64_t>(from) * block_elements_), static_cast<size_t>(block_elements_) * elem);
+    std::memmove(element(static_cast<int64_t>(to) * block_elements_),
+                 src.element(static_cast<int64_t>(from) * block_elements_), static_cast<size_t>(block_elements_) * elem);
     return;
   }
   const auto run = static_cast<size_t>(count) * elem;
@@ -103,11 +86,11 @@ void KvPool::copy_run_from(const KvPool& src, int32_t from, int64_t from_slot, i
       // Keys: one run of slots per dimension (each pool's own stride, block_tokens);
       // values: the slots' rows, contiguous.
       for (int64_t d = 0; d < head_dim_; ++d) {
-        std::memcpy(element(panel(to, l, 0, g) + d * block_tokens_ + to_slot),
-                    src.element(src.panel(from, l, 0, g) + d * src.block_tokens_ + from_slot), run);
+        std::memmove(element(panel(to, l, 0, g) + d * block_tokens_ + to_slot),
+                     src.element(src.panel(from, l, 0, g) + d * src.block_tokens_ + from_slot), run);
       }
-      std::memcpy(element(panel(to, l, 1, g) + to_slot * head_dim_),
-                  src.element(src.panel(from, l, 1, g) + from_slot * head_dim_), run * static_cast<size_t>(head_dim_));
+      std::memmove(element(panel(to, l, 1, g) + to_slot * head_dim_),
+                   src.element(src.panel(from, l, 1, g) + from_slot * head_dim_), run * static_cast<size_t>(head_dim_));
     }
   }
 }

@@ -53,14 +53,13 @@ class KvPool {
   int32_t refs(int32_t block) const noexcept { return refs_[static_cast<size_t>(block)]; }
   // Copies every layer's keys and values of `from` into `to` (the whole block).
   void copy_block(int32_t from, int32_t to) noexcept;
-  // Copies one position's keys and values, every layer and head.
-  void copy_entry(int32_t from, int64_t from_slot, int32_t to, int64_t to_slot) noexcept;
   // True when `other` stores elements as this pool does (layers, KV heads, head_dim,
   // dtype; block_tokens may differ): its positions can be copied byte for byte.
   bool same_elements(const KvPool& other) const noexcept;
   // Copies `count` positions, every layer and head, from slots [from_slot, +count) of
-  // block `from` of `src` (a pool with same_elements) into slots [to_slot, +count) of
-  // block `to` of this pool. Both ranges lie within their blocks.
+  // block `from` of `src` (this pool, or one with same_elements) into slots [to_slot,
+  // +count) of block `to` of this pool. Both ranges lie within their blocks; within one
+  // block they may overlap.
   void copy_run_from(const KvPool& src, int32_t from, int64_t from_slot, int32_t to, int64_t to_slot,
                      int64_t count) noexcept;
 
