@@ -28,20 +28,15 @@ CpuFeatures detect() {
   f.family = static_cast<int>(((a >> 8) & 0xFu) + ((a >> 20) & 0xFFu));
   const bool osxsave = (c >> 27) & 1;
   const bool avx = (c >> 28) & 1;
-  f.fma = (c >> 12) & 1;
-  f.f16c = (c >> 29) & 1;
-  const auto without_avx = [&] {
-    CpuFeatures none;
-    none.amd = f.amd;
-    none.family = f.family;
-    return none;
-  };
-  if (!osxsave || !avx) return without_avx();
+  // Without AVX enabled by the OS, no vector feature counts (only vendor and family).
+  if (!osxsave || !avx) return f;
   const uint64_t xcr0 = read_xcr0();
   const bool os_avx = (xcr0 & 0x6) == 0x6;            // XMM and YMM state
   const bool os_avx512 = (xcr0 & 0xE6) == 0xE6;       // + opmask, ZMM_Hi256, Hi16_ZMM
   const bool os_amx = (xcr0 & 0x60000) == 0x60000;    // XTILECFG and XTILEDATA
-  if (!os_avx) return without_avx();
+  if (!os_avx) return f;
+  f.fma = (c >> 12) & 1;
+  f.f16c = (c >> 29) & 1;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
   f.avx2 = (b >> 5) & 1;
   if (os_avx512) {
