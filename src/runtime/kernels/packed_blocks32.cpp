@@ -302,9 +302,10 @@ struct Tiles32 {
   static constexpr int panels_for(int t) { return t == 1 ? 1 : 2; }
   // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in
-  // one process (Zen 4, 2026-12-03), B = 8: q4_0 1.08x and 1.05x, q4_1 1.06x, gq4_64
-  // 1.08x; q4_0 B = 7 and 9 1.03x, B = 10 1.09x. q8_0 was slower so (0.94x), as were
-  // the k-quants (q2_k 0.91x; q6_k, q3_k 1.00x): they keep balanced tiles.
+  // one process (Zen 4, 2026-12-03), B = 8: q4_0 1.05-1.09x (four runs), q4_1 1.06-1.09x,
+  // gq4_32 1.05x, gq4_64 1.08x, q5_0 and q5_1 1.00x (no loss); q4_0 B = 7 and 9 1.03x,
+  // B = 10 1.09x. q8_0 was slower so (0.94x, 0.98x), as were the k-quants (q2_k 0.91x;
+  // q6_k, q3_k 1.00x): they keep balanced tiles.
   static constexpr bool kWideFirst = F::kNibbles;
   template <int P, int T>
   PQ_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
