@@ -302,7 +302,7 @@ struct Tiles32 {
   static constexpr int panels_for(int t) { return t == 1 ? 1 : 2; }
   // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in
-  // one process (Zen 4, 2026-12-03), B = 8: q4_0 1.05-1.09x (four runs), q4_1 1.06-1.09x,
+  // one process (Zen 4, 2026-12-03), B = 8: q4_0 1.01-1.09x (five runs), q4_1 1.06-1.09x,
   // gq4_32 1.05x, gq4_64 1.08x, q5_0 and q5_1 1.00x (no loss); q4_0 B = 7 and 9 1.03x,
   // B = 10 1.09x. q8_0 was slower so (0.94x, 0.98x), as were the k-quants (q2_k 0.91x;
   // q6_k, q3_k 1.00x): they keep balanced tiles.
