@@ -1,12 +1,13 @@
 /* Two builds of libloom.so in one process, their batched passes alternating: an A/B
  * comparison that a machine whose speed drifts from minute to minute cannot spoil, since
  * both builds see the same minutes. Separate runs of two binaries on the 2-vCPU CI kind of
- * machine swing by 20-30%, more than most kernel changes; here each round runs A then B
- * (or B then A, every other round) on the same prompts and reports the median of each,
- * after one unmeasured round each. Where each side's model, batch and per-thread buffers
- * land in memory also moves its speed by several percent, so the rounds run in
- * `layouts` groups, each on a new thread with both sides allocated afresh (a's first,
- * then b's first, in turn); b/a is given for each group and as their geometric mean.
+ * machine swing by 20-30%, more than most kernel changes; here each round runs a then
+ * b on the same prompts (so each side's run follows the other's) and reports the median
+ * of each, after one unmeasured round each. Where each side's model, batch and
+ * per-thread buffers land in memory also moves its speed by several percent, so the
+ * rounds run in `layouts` groups, each on a new thread with both sides allocated afresh
+ * (a's first, then b's first, in turn); b/a is given for each group and as their
+ * geometric mean.
  *
  *   loom_ab_builds --a OLD/libloom.so [--b NEW/libloom.so] --model FILE [--batch 8]
  *                  [--prompt 128] [--steps 16] [--rounds 12] [--layouts 4] [--threads 0]
@@ -196,6 +197,10 @@ static int run_round(Side *side, const Options *o, const int32_t *prompts, int r
   while (ready < o->batch) {
     st = side->api.batch_decode(side->batch, &pass, &err);
     if (st != LOOM_OK) goto failed_decode;
+    if (pass.tokens == 0) {
+      fprintf(stderr, "%s: a pass with nothing to do before every prompt was done\n", side->api.path);
+      goto done;
+    }
     ready += pass.n_ready;
   }
   side->prefill[round] = (double)o->batch * o->prompt / (now_seconds() - t0);
