@@ -342,6 +342,26 @@ static int parse_int(const char *flag, const char *value, int min, int *out) {
   return 1;
 }
 
+/* The integer flags: where each goes in Options and its least value. */
+typedef struct IntFlag {
+  const char *name;
+  int min;
+  size_t offset;
+} IntFlag;
+static const IntFlag kIntFlags[] = {
+    {"--batch", 1, offsetof(Options, batch)},   {"--prompt", 1, offsetof(Options, prompt)},
+    {"--steps", 1, offsetof(Options, steps)},   {"--rounds", 1, offsetof(Options, rounds)},
+    {"--layouts", 1, offsetof(Options, layouts)}, {"--threads", 0, offsetof(Options, threads)},
+};
+
+static const IntFlag *int_flag(const char *name) {
+  size_t i;
+  for (i = 0; i < sizeof kIntFlags / sizeof kIntFlags[0]; ++i) {
+    if (strcmp(kIntFlags[i].name, name) == 0) return &kIntFlags[i];
+  }
+  return NULL;
+}
+
 static int usage(void) {
   fprintf(stderr,
           "usage: loom_ab_builds --a LIB [--b LIB] --model FILE [--batch 8] [--prompt 128] [--steps 16]\n"
@@ -368,18 +388,9 @@ int main(int argc, char **argv) {
       paths[1] = value;
     } else if (strcmp(flag, "--model") == 0) {
       o.model = value;
-    } else if (strcmp(flag, "--batch") == 0) {
-      if (!parse_int(flag, value, 1, &o.batch)) return 2;
-    } else if (strcmp(flag, "--prompt") == 0) {
-      if (!parse_int(flag, value, 1, &o.prompt)) return 2;
-    } else if (strcmp(flag, "--steps") == 0) {
-      if (!parse_int(flag, value, 1, &o.steps)) return 2;
-    } else if (strcmp(flag, "--rounds") == 0) {
-      if (!parse_int(flag, value, 1, &o.rounds)) return 2;
-    } else if (strcmp(flag, "--layouts") == 0) {
-      if (!parse_int(flag, value, 1, &o.layouts)) return 2;
-    } else if (strcmp(flag, "--threads") == 0) {
-      if (!parse_int(flag, value, 0, &o.threads)) return 2;
+    } else if (int_flag(flag) != NULL) {
+      const IntFlag *f = int_flag(flag);
+      if (!parse_int(flag, value, f->min, (int *)((char *)&o + f->offset))) return 2;
     } else if (strcmp(flag, "--repack") == 0 && (strcmp(value, "off") == 0 || strcmp(value, "auto") == 0)) {
       o.repack = strcmp(value, "auto") == 0 ? LOOM_REPACK_AUTO : LOOM_REPACK_OFF;
     } else if (strcmp(flag, "--kv") == 0 && (strcmp(value, "f32") == 0 || strcmp(value, "f16") == 0)) {
