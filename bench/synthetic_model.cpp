@@ -160,8 +160,10 @@ double matrix_bytes(const loom::Model& m) {
 double matrix_params(const loom::ModelConfig& c) {
   double per_layer = static_cast<double>(c.hidden_size) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
                      3.0 * static_cast<double>(c.hidden_size) * c.intermediate_size;
-  return per_layer * c.n_layers + static_cast<double>(c.vocab_size) * c.hidden_size;
+  return per_layer * c.n_layers + output_params(c);
 }
+
+double output_params(const loom::ModelConfig& c) { return static_cast<double>(c.vocab_size) * c.hidden_size; }
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;

@@ -36,6 +36,9 @@ std::string layout_of(const loom::Model& m);
 double matrix_bytes(const loom::Model& m);
 // Parameters of those matrices (2 x this = FLOPs per token, attention aside).
 double matrix_params(const loom::ModelConfig& c);
+// Of those, the output matrix's (vocab x hidden): a prefill that keeps only the last
+// position's logits runs it for one token, not for every prompt token.
+double output_params(const loom::ModelConfig& c);
 
 // "a,b,c" -> {"a", "b", "c"} (the benchmarks' list flags).
 std::vector<std::string> split(const std::string& s);
