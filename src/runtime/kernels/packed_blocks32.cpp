@@ -299,6 +299,7 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
 template <class F>
 struct Tiles32 {
   static constexpr int kMaxTokens = 6;
+  static constexpr int max_tokens(int64_t /*n_tokens*/) { return kMaxTokens; }
   static constexpr int panels_for(int t) { return t == 1 ? 1 : 2; }
   // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in

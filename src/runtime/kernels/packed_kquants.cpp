@@ -85,7 +85,17 @@ struct NibbleK {
   using L = Layout;
   static constexpr int64_t kGroupBytes = L::group;
   static constexpr int64_t kDmin = L::dmin, kScales = L::scales, kMins = L::mins;
-  static constexpr int kMaxTokens = 4;
+  // Tiles of up to 4 tokens take both nibble halves of a sub-block pair at once
+  // (tile_pairs); 5 to 8 tokens one half at a time (tile_halves), whose registers hold 8
+  // tokens, so a batch of 5-16 tokens takes one or two tiles where it took two to four:
+  // each tile over an L2 block of panels past the first reads it again from L2. The
+  // small shape's matrices from memory, 2 threads, alternating in one process with tiles
+  // of at most 4 (Zen 4, 2026-12-03): q4_k B = 8 1.098, 1.087, 1.082 and 1.123x (up to
+  // 581 GOP/s, 64% of the int8 peak), B = 5 1.08, 6 0.99, 7 1.22, 12 0.95, 1.05 and
+  // 1.07, 16 1.01-1.03; q5_k B = 8 1.24x. Prefill (128 tokens) in tiles of 8 ran q4_k at 0.96-0.98x
+  // (q5_k 1.03x), so products of more than 16 tokens keep tiles of 4.
+  static constexpr int kMaxTokens = 8;
+  static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 16 ? 4 : kMaxTokens; }
   static constexpr bool kWideFirst = false;  // balanced tiles (see Tiles32 in packed_blocks32.cpp)
   // Panels a tile runs side by side for T tokens: what the registers hold, except decode
   // (T = 1), which reads one panel, one weight stream per thread (see Tiles32 in
@@ -130,6 +140,90 @@ struct NibbleK {
 
   template <int P, int T>
   PK_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
+    if constexpr (T > 4) {
+      tile_halves<P, T>(w, p0, ps, a, t0, y, ys);
+    } else {
+      tile_pairs<P, T>(w, p0, ps, a, t0, y, ys);
+    }
+  }
+
+  // One nibble half of a sub-block pair at a time: a half's T dot sums, the T block sums
+  // and the T accumulators (3T registers) fit for up to 8 tokens. The same integers as
+  // tile_pairs, added in another order, which no bit sees; the float steps are the same.
+  template <int P, int T>
+  PK_INLINE static void tile_halves(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
+                                    int64_t ys) {
+    __m512 acc[P][T];
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i sixteen = _mm512_set1_epi8(0x10);
+    for (int64_t b = 0; b < w.nb; ++b) {
+      const uint8_t* g[P];
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p * ps, b);
+      const uint8_t* act[T];
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
+      __m512i isum[P][T];
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) isum[p][t] = _mm512_setzero_si512();
+      }
+      for (int pair = 0; pair < 4; ++pair) {
+        _Pragma("GCC unroll 2") for (int half = 0; half < 2; ++half) {
+          __m512i dot[P][T];
+          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) dot[p][t] = _mm512_setzero_si512();
+          }
+          _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
+            __m512i wv[P];
+            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+              const uint8_t* at = g[p] + L::quant_at(0, 32 * pair + 4 * j);
+              if (half == 0) prefetch_step<T, kGroupBytes, 32>(g[p], at, pair * 8 + j);
+              const __m512i v = _mm512_loadu_si512(at);
+              wv[p] = half == 0 ? _mm512_and_si512(v, low4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+              if constexpr (kFifthBit) {
+                uint64_t m;
+                std::memcpy(&m, g[p] + L::mask_at(pair, j) + 8 * half, 8);
+                wv[p] = _mm512_mask_add_epi8(wv[p], _cvtu64_mask64(m), wv[p], sixteen);
+              }
+            }
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+              int32_t four;
+              std::memcpy(&four, act[t] + pair * 64 + 32 * half + 4 * j, 4);
+              const __m512i av = _mm512_set1_epi32(four);
+              _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
+            }
+          }
+          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+            const __m512i sc = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair + half) * 16));
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+              isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_mullo_epi32(dot[p][t], sc));
+            }
+          }
+        }
+      }
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+        __m512i mk[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) mk[k] = _mm512_cvtepu8_epi16(load256(g[p] + kMins + k * 32));
+        const __m512 dw = _mm512_cvtph_ps(load256(g[p] + L::d));
+        const __m512 dmw = _mm512_cvtph_ps(load256(g[p] + kDmin));
+        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+          __m512i msum = _mm512_setzero_si512();
+          _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
+            msum = _mm512_dpwssd_epi32(msum, mk[k], _mm512_set1_epi32(a.mins[((t0 + t) * w.nb + b) * 4 + k]));
+          }
+          const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]);
+          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dw, da), acc[p][t]);
+          acc[p][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmw, da), acc[p][t]);
+        }
+      }
+    }
+    store_tile<P, T>(w, p0, ps, t0, acc, y, ys);
+  }
+
+  // Both nibble halves of a sub-block pair at once (5T registers: up to 4 tokens).
+  template <int P, int T>
+  PK_INLINE static void tile_pairs(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
     __m512 acc[P][T];
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
@@ -342,9 +436,15 @@ struct SixteenK {
   static constexpr DType dtype = Bits::dtype;
   using L = typename Bits::L;
   static constexpr int64_t kGroupBytes = L::group;
-  // A tile holds isum, the group's dots and acc for each panel and token. Decode (T = 1)
-  // reads Bits::kDecodePanels panels side by side (see Tiles32 in packed_blocks32.cpp).
-  static constexpr int kMaxTokens = 6;
+  // A tile holds isum, the group's dots and acc for each panel and token (3T registers):
+  // up to 8 tokens. Tiles of 8 over tiles of at most 6, the small shape's matrices from
+  // memory, 2 threads, alternating in one process (Zen 4, 2026-12-03): q6_k B = 8 1.21,
+  // 1.25 and 1.20x, B = 7 1.06, 16 1.13, 128 (prefill) 1.075 and 1.14; q3_k B = 8 1.075,
+  // 128 1.03; q2_k B = 8 1.06, 16 1.05, 128 1.056 and 1.085 (B = 12 is 6 + 6 either way:
+  // 1.006 and 0.999). Decode (T = 1) reads Bits::kDecodePanels panels side by side (see
+  // Tiles32 in packed_blocks32.cpp).
+  static constexpr int kMaxTokens = 8;
+  static constexpr int max_tokens(int64_t /*n_tokens*/) { return kMaxTokens; }
   static constexpr bool kWideFirst = false;  // balanced tiles: 6 + 2 measured q2_k 0.91x, q6_k / q3_k 1.00x
   static constexpr int panels_for(int t) { return t == 1 ? Bits::kDecodePanels : t <= 3 ? 2 : 1; }
 

@@ -101,7 +101,8 @@ void for_each_panel_tile(int64_t p0, int64_t p1, int64_t n_tokens, int max_token
   }
 }
 
-// A VNNI kernel's tiles, `Tiles`: kMaxTokens (the widest token tile), panels_for(T) (the
+// A VNNI kernel's tiles, `Tiles`: kMaxTokens (the widest token tile), max_tokens(n) (the
+// widest a product of n tokens uses, at most kMaxTokens), panels_for(T) (the
 // panels a tile of T tokens runs side by side: what the registers hold, and for decode,
 // T = 1, how many weight streams a thread reads at once) and
 // tile<P, T>(weights, p0, ps, acts, t0, y, y_stride), the P panels p0, p0 + ps, ... against
@@ -132,7 +133,7 @@ void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_
                  int64_t block_multiple) {
   static constexpr auto kTiles =
       panels_tiles<Tiles, Weights, Acts>(std::make_integer_sequence<int, Tiles::kMaxTokens>{});
-  for_each_panel_tile(p0, p1, n_tokens, Tiles::kMaxTokens, w.panel_bytes, block_multiple, Tiles::kWideFirst,
+  for_each_panel_tile(p0, p1, n_tokens, Tiles::max_tokens(n_tokens), w.panel_bytes, block_multiple, Tiles::kWideFirst,
                       [&](int64_t b0, int64_t b1, int64_t t0, int64_t width) {
                         kTiles[static_cast<size_t>(width - 1)](w, b0, b1, a, t0, y, ys);
                       });
