@@ -199,9 +199,21 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
 
 template <class F, int P, int T>
 PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
-  __m512 acc[P][T];
+  // Wide tiles (2 panels x 7 or 8 tokens) keep their float accumulators in memory (L1),
+  // read and written once a block, so the registers hold the block's integer dots and
+  // a batch of 8 is one token tile (see Tiles32). Stored and loaded unchanged: the same
+  // bits as in registers.
+  constexpr bool kAccInMemory = 2 * P * T > 24;
+  alignas(64) float acc_mem[kAccInMemory ? P * T * 16 : 16];
+  __m512 acc[kAccInMemory ? 1 : P][kAccInMemory ? 1 : T];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+      if constexpr (kAccInMemory) {
+        _mm512_store_ps(acc_mem + (p * T + t) * 16, _mm512_setzero_ps());
+      } else {
+        acc[p][t] = _mm512_setzero_ps();
+      }
+    }
   }
   const uint8_t* panel[P];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) panel[p] = panel_at(w, p0 + p * ps);
@@ -274,10 +286,16 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
         }
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
           const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]);
-          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), _mm512_mul_ps(dw, da), acc[p][t]);
+          __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[kAccInMemory ? 0 : p][kAccInMemory ? 0 : t];
+          v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), _mm512_mul_ps(dw, da), v);
           if constexpr (F::kMins >= 0) {
             const auto sum = static_cast<float>(a.sums[(t0 + t) * a.nb + b]);
-            acc[p][t] = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(mw, da), acc[p][t]);
+            v = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(mw, da), v);
+          }
+          if constexpr (kAccInMemory) {
+            _mm512_store_ps(acc_mem + (p * T + t) * 16, v);
+          } else {
+            acc[kAccInMemory ? 0 : p][kAccInMemory ? 0 : t] = v;
           }
         }
       }
@@ -287,21 +305,33 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
     const int64_t row0 = (p0 + p * ps) * kPanelRows;
     const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - row0);
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, acc[p][t]);
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+      const __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[kAccInMemory ? 0 : p][kAccInMemory ? 0 : t];
+      _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, v);
+    }
   }
 }
 
-// F's tiles (vnni_panels, packed_panels.hpp): 1 panel x 1 token, 2 panels x 2..6 tokens.
+// F's tiles (vnni_panels, packed_panels.hpp): 1 panel x 1 token, 2 panels x 2..8 tokens.
 // Decode (1 token) reads one panel at a time, one weight stream per thread, as the
 // row-major kernels do: with 4 panels side by side (4 streams) packed decode from memory
 // ran below the row-major one, while in cache the two tilings run at the same rate
 // (docs/quantization.md, 2026-12-03).
 template <class F>
 struct Tiles32 {
-  static constexpr int kMaxTokens = 6;
-  static constexpr int max_tokens(int64_t /*n_tokens*/) { return kMaxTokens; }
+  // Tiles of up to 8 tokens (7 and 8 with their accumulators in L1, dot_tile) where a
+  // product has at most 16, so a batch of 7 or 8 is one token tile, which reads each L2
+  // block of panels once instead of twice. Against tiles of at most 6, the small shape's
+  // matrices from memory, 2 threads, alternating in one process (Zen 4, 2026-12-03):
+  // B = 8 q8_0 1.17, 1.25 and 1.21x, q4_0 1.04 and 1.08, q4_1 1.09, q5_0 1.07, q5_1 1.20,
+  // gq8_32 1.26, gq4_32 1.02, gq4_128 1.07; B = 7 q8_0 1.27, q4_0 1.17; B = 10, 12 and 16
+  // 0.98-1.03. Prefill (128 tokens) in tiles of 8: q8_0 1.045, q4_0 1.07, but q5_1 1.00,
+  // q4_1 0.98, gq8_32 and gq4_32 0.97, so longer products keep tiles of 6.
+  static constexpr int kMaxTokens = 8;
+  static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 16 ? 6 : kMaxTokens; }
   static constexpr int panels_for(int t) { return t == 1 ? 1 : 2; }
-  // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
+  // Two tiles as a full one + the rest (for_each_panel_tile; 6 + 2 when tiles were at
+  // most 6, now 8 + the rest for 9-16 tokens) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in
   // one process (Zen 4, 2026-12-03), B = 8: q4_0 1.01-1.09x (five runs), q4_1 1.06-1.09x,
   // gq4_32 1.05x, gq4_64 1.08x, q5_0 and q5_1 1.00x (no loss); q4_0 B = 7 and 9 1.03x,
