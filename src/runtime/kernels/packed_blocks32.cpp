@@ -319,19 +319,19 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
 // (docs/quantization.md, 2026-12-03).
 template <class F>
 struct Tiles32 {
-  // Tiles of up to 8 tokens (7 and 8 with their accumulators in L1, dot_tile) where a
-  // product has at most 16, so a batch of 7 or 8 is one token tile, which reads each L2
-  // block of panels once instead of twice. Against tiles of at most 6, the small shape's
-  // matrices from memory, 2 threads, alternating in one process (Zen 4, 2026-12-03):
-  // B = 8 q8_0 1.17, 1.25 and 1.21x, q4_0 1.04 and 1.08, q4_1 1.09, q5_0 1.07, q5_1 1.20,
-  // gq8_32 1.26, gq4_32 1.02, gq4_128 1.07; B = 7 q8_0 1.27, q4_0 1.17; B = 10, 12 and 16
-  // 0.98-1.03. Prefill (128 tokens) in tiles of 8: q8_0 1.045, q4_0 1.07, but q5_1 1.00,
-  // q4_1 0.98, gq8_32 and gq4_32 0.97, so longer products keep tiles of 6.
+  // A product of 7 or 8 tokens runs as one tile (its accumulators in L1, dot_tile),
+  // which reads each L2 block of panels once instead of twice; longer ones keep tiles of
+  // at most 6. Against tiles of at most 6, the small shape's matrices from memory, 2
+  // threads, alternating in one process (Zen 4, 2026-12-03): B = 8 q8_0 1.17, 1.25 and
+  // 1.21x, q4_0 1.04 and 1.08, q4_1 1.09, q5_0 1.07, q5_1 1.20, gq8_32 1.26, gq4_32 1.02,
+  // gq4_128 1.07; B = 7 q8_0 1.27, q4_0 1.17. Tiles of 8 for more tokens: B = 9 (a
+  // speculative round's 8 drafts + 1) q4_0 0.92 and 0.93x as 8 + 1 (the nibble formats'
+  // full first tile) against 6 + 3; B = 10, 12 and 16 0.98-1.03; prefill (128 tokens)
+  // q8_0 1.045, q4_0 1.07, but q5_1 1.00, q4_1 0.98, gq8_32 and gq4_32 0.97.
   static constexpr int kMaxTokens = 8;
-  static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 16 ? 6 : kMaxTokens; }
+  static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 8 ? 6 : kMaxTokens; }
   static constexpr int panels_for(int t) { return t == 1 ? 1 : 2; }
-  // Two tiles as a full one + the rest (for_each_panel_tile; 6 + 2 when tiles were at
-  // most 6, now 8 + the rest for 9-16 tokens) for the nibble formats: products of
+  // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in
   // one process (Zen 4, 2026-12-03), B = 8: q4_0 1.01-1.09x (five runs), q4_1 1.06-1.09x,
   // gq4_32 1.05x, gq4_64 1.08x, q5_0 and q5_1 1.00x (no loss); q4_0 B = 7 and 9 1.03x,
