@@ -86,14 +86,14 @@ struct NibbleK {
   static constexpr int64_t kGroupBytes = L::group;
   static constexpr int64_t kDmin = L::dmin, kScales = L::scales, kMins = L::mins;
   // Tiles of up to 4 tokens take both nibble halves of a sub-block pair at once
-  // (tile_pairs); 5 to 8 tokens one half at a time (tile_halves), whose registers hold 8
-  // tokens, so a batch of 5-16 tokens takes one or two tiles where it took two to four:
+  // (pair_sums); 5 to 8 tokens one half at a time (pair_half_sums), whose registers hold
+  // 8 tokens, so a batch of 5-16 tokens takes one or two tiles where it took two to four:
   // each tile over an L2 block of panels past the first reads it again from L2. The
   // small shape's matrices from memory, 2 threads, alternating in one process with tiles
   // of at most 4 (Zen 4, 2026-12-03): q4_k B = 8 1.098, 1.087, 1.082 and 1.123x (up to
   // 581 GOP/s, 64% of the int8 peak), B = 5 1.08, 6 0.99, 7 1.22, 12 0.95, 1.05 and
-  // 1.07, 16 1.01-1.03; q5_k B = 8 1.24x. Prefill (128 tokens) in tiles of 8 ran q4_k at 0.96-0.98x
-  // (q5_k 1.03x), so products of more than 16 tokens keep tiles of 4.
+  // 1.07, 16 1.01-1.03; q5_k B = 8 1.24x. Prefill (128 tokens) in tiles of 8 ran q4_k
+  // at 0.96-0.98x (q5_k 1.03x), so products of more than 16 tokens keep tiles of 4.
   static constexpr int kMaxTokens = 8;
   static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 16 ? 4 : kMaxTokens; }
   static constexpr bool kWideFirst = false;  // balanced tiles (see Tiles32 in packed_blocks32.cpp)
@@ -138,27 +138,17 @@ struct NibbleK {
     return std::fma(-static_cast<float>(msum), dmin, acc);
   }
 
+  // Per block: the sub-block sums times their scales into isum (pair_sums or
+  // pair_half_sums), then the mins term and the two FMAs. Tiles of up to 4 tokens take both nibble
+  // halves of a sub-block pair at once (lo and hi sums: 5T registers with isum and acc);
+  // 5 to 8 tokens one half at a time (3T registers). The same integers either way, added
+  // in another order, which no bit sees.
   template <int P, int T>
   PK_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
-    if constexpr (T > 4) {
-      tile_halves<P, T>(w, p0, ps, a, t0, y, ys);
-    } else {
-      tile_pairs<P, T>(w, p0, ps, a, t0, y, ys);
-    }
-  }
-
-  // One nibble half of a sub-block pair at a time: a half's T dot sums, the T block sums
-  // and the T accumulators (3T registers) fit for up to 8 tokens. The same integers as
-  // tile_pairs, added in another order, which no bit sees; the float steps are the same.
-  template <int P, int T>
-  PK_INLINE static void tile_halves(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
-                                    int64_t ys) {
     __m512 acc[P][T];
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
     }
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i sixteen = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < w.nb; ++b) {
       const uint8_t* g[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p * ps, b);
@@ -169,37 +159,11 @@ struct NibbleK {
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) isum[p][t] = _mm512_setzero_si512();
       }
       for (int pair = 0; pair < 4; ++pair) {
-        _Pragma("GCC unroll 2") for (int half = 0; half < 2; ++half) {
-          __m512i dot[P][T];
-          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-            _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) dot[p][t] = _mm512_setzero_si512();
-          }
-          _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
-            __m512i wv[P];
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-              const uint8_t* at = g[p] + L::quant_at(0, 32 * pair + 4 * j);
-              if (half == 0) prefetch_step<T, kGroupBytes, 32>(g[p], at, pair * 8 + j);
-              const __m512i v = _mm512_loadu_si512(at);
-              wv[p] = half == 0 ? _mm512_and_si512(v, low4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-              if constexpr (kFifthBit) {
-                uint64_t m;
-                std::memcpy(&m, g[p] + L::mask_at(pair, j) + 8 * half, 8);
-                wv[p] = _mm512_mask_add_epi8(wv[p], _cvtu64_mask64(m), wv[p], sixteen);
-              }
-            }
-            _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-              int32_t four;
-              std::memcpy(&four, act[t] + pair * 64 + 32 * half + 4 * j, 4);
-              const __m512i av = _mm512_set1_epi32(four);
-              _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
-            }
-          }
-          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-            const __m512i sc = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair + half) * 16));
-            _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-              isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_mullo_epi32(dot[p][t], sc));
-            }
-          }
+        if constexpr (T > 4) {
+          pair_half_sums<P, T>(g, act, pair, 0, isum);
+          pair_half_sums<P, T>(g, act, pair, 1, isum);
+        } else {
+          pair_sums<P, T>(g, act, pair, isum);
         }
       }
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
@@ -221,85 +185,86 @@ struct NibbleK {
     store_tile<P, T>(w, p0, ps, t0, acc, y, ys);
   }
 
-  // Both nibble halves of a sub-block pair at once (5T registers: up to 4 tokens).
-  template <int P, int T>
-  PK_INLINE static void tile_pairs(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
-    __m512 acc[P][T];
-    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
-    }
+  // The nibble vectors of sub-block pair `pair`, vector j, as unsigned values: the low
+  // (half 0) or high (half 1) nibbles, plus 16 where q5_k's fifth bit is set.
+  PK_INLINE static __m512i half_values(const uint8_t* g, int pair, int j, int half) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i sixteen = _mm512_set1_epi8(0x10);
-    for (int64_t b = 0; b < w.nb; ++b) {
-      const uint8_t* g[P];
-      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) g[p] = w.group(p0 + p * ps, b);
-      const uint8_t* act[T];
-      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
-      __m512i isum[P][T];
+    const __m512i v = _mm512_loadu_si512(g + L::quant_at(0, 32 * pair + 4 * j));
+    __m512i u = half == 0 ? _mm512_and_si512(v, low4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    if constexpr (kFifthBit) {
+      uint64_t m;
+      std::memcpy(&m, g + L::mask_at(pair, j) + 8 * half, 8);
+      u = _mm512_mask_add_epi8(u, _cvtu64_mask64(m), u, _mm512_set1_epi8(0x10));
+    }
+    return u;
+  }
+
+  // Both halves of sub-block pair `pair`: eight VPDPBUSD on the low nibbles and eight on
+  // the high ones per panel and token, each half's sums times its sub-block's scales.
+  template <int P, int T>
+  PK_INLINE static void pair_sums(const uint8_t* const (&g)[P], const uint8_t* const (&act)[T], int pair,
+                                  __m512i (&isum)[P][T]) {
+    __m512i lo[P][T], hi[P][T];
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) lo[p][t] = hi[p][t] = _mm512_setzero_si512();
+    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
+      __m512i wl[P], wh[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) isum[p][t] = _mm512_setzero_si512();
+        prefetch_step<T, kGroupBytes, 32>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j), pair * 8 + j);
+        wl[p] = half_values(g[p], pair, j, 0);
+        wh[p] = half_values(g[p], pair, j, 1);
       }
-      for (int pair = 0; pair < 4; ++pair) {
-        __m512i lo[P][T], hi[P][T];
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+        int32_t four_lo, four_hi;
+        std::memcpy(&four_lo, act[t] + pair * 64 + 4 * j, 4);
+        std::memcpy(&four_hi, act[t] + pair * 64 + 32 + 4 * j, 4);
+        const __m512i al = _mm512_set1_epi32(four_lo);
+        const __m512i ah = _mm512_set1_epi32(four_hi);
         _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) lo[p][t] = hi[p][t] = _mm512_setzero_si512();
-        }
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
-          __m512i wl[P], wh[P];
-          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-            const uint8_t* at = g[p] + L::quant_at(0, 32 * pair + 4 * j);
-            prefetch_step<T, kGroupBytes, 32>(g[p], at, pair * 8 + j);
-            const __m512i v = _mm512_loadu_si512(at);
-            wl[p] = _mm512_and_si512(v, low4);
-            wh[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-            if constexpr (kFifthBit) {
-              uint64_t ml, mh;
-              std::memcpy(&ml, g[p] + L::mask_at(pair, j), 8);
-              std::memcpy(&mh, g[p] + L::mask_at(pair, j) + 8, 8);
-              wl[p] = _mm512_mask_add_epi8(wl[p], _cvtu64_mask64(ml), wl[p], sixteen);
-              wh[p] = _mm512_mask_add_epi8(wh[p], _cvtu64_mask64(mh), wh[p], sixteen);
-            }
-          }
-          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-            int32_t four_lo, four_hi;
-            std::memcpy(&four_lo, act[t] + pair * 64 + 4 * j, 4);
-            std::memcpy(&four_hi, act[t] + pair * 64 + 32 + 4 * j, 4);
-            const __m512i al = _mm512_set1_epi32(four_lo);
-            const __m512i ah = _mm512_set1_epi32(four_hi);
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-              lo[p][t] = _mm512_dpbusd_epi32(lo[p][t], wl[p], al);
-              hi[p][t] = _mm512_dpbusd_epi32(hi[p][t], wh[p], ah);
-            }
-          }
-        }
-        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-          const __m512i sl = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair) * 16));
-          const __m512i sh = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair + 1) * 16));
-          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-            isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_add_epi32(_mm512_mullo_epi32(lo[p][t], sl),
-                                                                       _mm512_mullo_epi32(hi[p][t], sh)));
-          }
-        }
-      }
-      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        __m512i msum[T];
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
-          const __m512i mk = _mm512_cvtepu8_epi16(load256(g[p] + kMins + k * 32));
-          _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-            msum[t] = _mm512_dpwssd_epi32(msum[t], mk, _mm512_set1_epi32(a.mins[((t0 + t) * w.nb + b) * 4 + k]));
-          }
-        }
-        const __m512 dw = _mm512_cvtph_ps(load256(g[p] + L::d));
-        const __m512 dmw = _mm512_cvtph_ps(load256(g[p] + kDmin));
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-          const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * w.nb + b]);
-          acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][t]), _mm512_mul_ps(dw, da), acc[p][t]);
-          acc[p][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmw, da), acc[p][t]);
+          lo[p][t] = _mm512_dpbusd_epi32(lo[p][t], wl[p], al);
+          hi[p][t] = _mm512_dpbusd_epi32(hi[p][t], wh[p], ah);
         }
       }
     }
-    store_tile<P, T>(w, p0, ps, t0, acc, y, ys);
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      const __m512i sl = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair) * 16));
+      const __m512i sh = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair + 1) * 16));
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+        isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_add_epi32(_mm512_mullo_epi32(lo[p][t], sl),
+                                                                   _mm512_mullo_epi32(hi[p][t], sh)));
+      }
+    }
+  }
+
+  // One half of sub-block pair `pair`: eight VPDPBUSD per panel and token, times the
+  // sub-block's scales.
+  template <int P, int T>
+  PK_INLINE static void pair_half_sums(const uint8_t* const (&g)[P], const uint8_t* const (&act)[T], int pair,
+                                       int half, __m512i (&isum)[P][T]) {
+    __m512i dot[P][T];
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) dot[p][t] = _mm512_setzero_si512();
+    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
+      __m512i wv[P];
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+        if (half == 0) prefetch_step<T, kGroupBytes, 32>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j), pair * 8 + j);
+        wv[p] = half_values(g[p], pair, j, half);
+      }
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+        int32_t four;
+        std::memcpy(&four, act[t] + pair * 64 + 32 * half + 4 * j, 4);
+        const __m512i av = _mm512_set1_epi32(four);
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
+      }
+    }
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      const __m512i sc = _mm512_cvtepu8_epi32(load128(g[p] + kScales + (2 * pair + half) * 16));
+      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+        isum[p][t] = _mm512_add_epi32(isum[p][t], _mm512_mullo_epi32(dot[p][t], sc));
+      }
+    }
   }
 };
 
