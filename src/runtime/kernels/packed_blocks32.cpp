@@ -205,13 +205,14 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
   // bits as in registers.
   constexpr bool kAccInMemory = 2 * P * T > 24;
   alignas(64) float acc_mem[kAccInMemory ? P * T * 16 : 16];
-  __m512 acc[kAccInMemory ? 1 : P][kAccInMemory ? 1 : T];
+  constexpr int kAP = kAccInMemory ? 1 : P, kAT = kAccInMemory ? 1 : T;  // acc[p % kAP][t % kAT]
+  __m512 acc[kAP][kAT];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
       if constexpr (kAccInMemory) {
         _mm512_store_ps(acc_mem + (p * T + t) * 16, _mm512_setzero_ps());
       } else {
-        acc[p][t] = _mm512_setzero_ps();
+        acc[p % kAP][t % kAT] = _mm512_setzero_ps();
       }
     }
   }
@@ -286,7 +287,7 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
         }
         _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
           const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]);
-          __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[kAccInMemory ? 0 : p][kAccInMemory ? 0 : t];
+          __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[p % kAP][t % kAT];
           v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), _mm512_mul_ps(dw, da), v);
           if constexpr (F::kMins >= 0) {
             const auto sum = static_cast<float>(a.sums[(t0 + t) * a.nb + b]);
@@ -295,7 +296,7 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
           if constexpr (kAccInMemory) {
             _mm512_store_ps(acc_mem + (p * T + t) * 16, v);
           } else {
-            acc[kAccInMemory ? 0 : p][kAccInMemory ? 0 : t] = v;
+            acc[p % kAP][t % kAT] = v;
           }
         }
       }
@@ -306,7 +307,7 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
     const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - row0);
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-      const __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[kAccInMemory ? 0 : p][kAccInMemory ? 0 : t];
+      const __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[p % kAP][t % kAT];
       _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, v);
     }
   }
