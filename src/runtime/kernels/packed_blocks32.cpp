@@ -328,7 +328,8 @@ struct Tiles32 {
   // gq4_128 1.07; B = 7 q8_0 1.27, q4_0 1.17. Tiles of 8 for more tokens: B = 9 (a
   // speculative round's 8 drafts + 1) q4_0 0.92 and 0.93x as 8 + 1 (the nibble formats'
   // full first tile) against 6 + 3; B = 10, 12 and 16 0.98-1.03; prefill (128 tokens)
-  // q8_0 1.045, q4_0 1.07, but q5_1 1.00, q4_1 0.98, gq8_32 and gq4_32 0.97.
+  // q8_0 1.045, q4_0 1.07, but q5_1 1.00, q4_1 0.98, gq8_32 and gq4_32 0.97, and measured
+  // again q8_0 1.00 and 1.00, q4_0 0.98 and 0.98.
   static constexpr int kMaxTokens = 8;
   static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 8 ? 6 : kMaxTokens; }
   static constexpr int panels_for(int t) { return t == 1 ? 1 : 2; }

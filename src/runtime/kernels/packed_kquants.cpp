@@ -139,10 +139,10 @@ struct NibbleK {
   }
 
   // Per block: the sub-block sums times their scales into isum (pair_sums or
-  // pair_half_sums), then the mins term and the two FMAs. Tiles of up to 4 tokens take both nibble
-  // halves of a sub-block pair at once (lo and hi sums: 5T registers with isum and acc);
-  // 5 to 8 tokens one half at a time (3T registers). The same integers either way, added
-  // in another order, which no bit sees.
+  // pair_half_sums), then the mins term and the two FMAs. Tiles of up to 4 tokens take
+  // both nibble halves of a sub-block pair at once (lo and hi sums: 5T registers with
+  // isum and acc); 5 to 8 tokens one half at a time (3T registers). The same integers
+  // either way, added in another order, which no bit sees.
   template <int P, int T>
   PK_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
     __m512 acc[P][T];
