@@ -377,6 +377,7 @@ int main(int argc, char **argv) {
   double *ratio_prefill = NULL, *ratio_decode = NULL;
   double *layout_prefill = NULL, *layout_decode = NULL;
   Bench bench;
+  const IntFlag *int_option = NULL;
   int i, layout, rc = 1, opened = 0;
   memset(sides, 0, sizeof sides);
   for (i = 1; i < argc; i += 2) {
@@ -388,9 +389,8 @@ int main(int argc, char **argv) {
       paths[1] = value;
     } else if (strcmp(flag, "--model") == 0) {
       o.model = value;
-    } else if (int_flag(flag) != NULL) {
-      const IntFlag *f = int_flag(flag);
-      if (!parse_int(flag, value, f->min, (int *)((char *)&o + f->offset))) return 2;
+    } else if ((int_option = int_flag(flag)) != NULL) {
+      if (!parse_int(flag, value, int_option->min, (int *)((char *)&o + int_option->offset))) return 2;
     } else if (strcmp(flag, "--repack") == 0 && (strcmp(value, "off") == 0 || strcmp(value, "auto") == 0)) {
       o.repack = strcmp(value, "auto") == 0 ? LOOM_REPACK_AUTO : LOOM_REPACK_OFF;
     } else if (strcmp(flag, "--kv") == 0 && (strcmp(value, "f32") == 0 || strcmp(value, "f16") == 0)) {
@@ -455,8 +455,8 @@ int main(int argc, char **argv) {
   {
     const double pa = median(sides[0].prefill, o.rounds), pb = median(sides[1].prefill, o.rounds);
     const double da = median(sides[0].decode, o.rounds), db = median(sides[1].decode, o.rounds);
-    printf("median prefill: a %.1f, b %.1f tokens/s\n", pa, pb);
     double log_prefill = 0.0, log_decode = 0.0;
+    printf("median prefill: a %.1f, b %.1f tokens/s\n", pa, pb);
     printf("median decode:  a %.1f, b %.1f tokens/s\n", da, db);
     printf("b/a per layout, prefill:");
     for (i = 0; i < o.layouts; ++i) {
