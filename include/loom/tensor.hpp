@@ -61,6 +61,11 @@ enum class Packing : uint8_t {
   // high bits) of each row side by side, the scales as bytes.
   q2_k_x16 = 15,
   q3_k_x16 = 16,
+  // f32, f16, bf16 in panels of 64 rows: column k's 64 values side by side, so one
+  // vector load gives one column of 16 rows (a broadcast-GEMM's operand).
+  f32_x64 = 17,
+  f16_x64 = 18,
+  bf16_x64 = 19,
 };
 std::string_view packing_name(Packing packing) noexcept;
 

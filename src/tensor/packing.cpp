@@ -12,7 +12,7 @@ namespace loom {
 namespace {
 
 using packed_layout::lane_byte;
-constexpr int64_t kRows = 16;  // panel_rows of every packing
+constexpr int64_t kRows = 16;  // panel_rows of every quantized packing
 
 // Each packing's byte moves for one row-block (PackingInfo): `block` row r's block in
 // the rows, `g` the panel's group for that block.
@@ -271,6 +271,19 @@ void unpack_gq4(const uint8_t* g, int64_t r, uint8_t* block) {
   for (int64_t i = 0; i < G / 2; ++i) block[4 + i] = g[gq4_at<G>(r, i)];
 }
 
+// f32_x64, f16_x64, bf16_x64 (packed_layout::Plain): the 16 elements of a row-block go to
+// columns 0..15 of the group, row r of each.
+template <int64_t kBytes>
+void pack_plain(const uint8_t* block, int64_t r, uint8_t* g) {
+  using L = packed_layout::Plain;
+  for (int64_t k = 0; k < L::block_cols; ++k) std::memcpy(g + L::at(r, k) * kBytes, block + k * kBytes, kBytes);
+}
+template <int64_t kBytes>
+void unpack_plain(const uint8_t* g, int64_t r, uint8_t* block) {
+  using L = packed_layout::Plain;
+  for (int64_t k = 0; k < L::block_cols; ++k) std::memcpy(block + k * kBytes, g + L::at(r, k) * kBytes, kBytes);
+}
+
 // Each layout's group is its packing's block_bytes (the table below) for 16 rows, and the
 // parts of the layouts with masks add up.
 static_assert(packed_layout::Q8_0::group == 34 * kRows && packed_layout::Q4_0::group == 18 * kRows &&
@@ -285,8 +298,9 @@ static_assert(packed_layout::Q5K::pairs + 4 * packed_layout::Q5K::pair_bytes == 
               packed_layout::Q5_1::masks + 64 == packed_layout::Q5_1::group);
 
 // Padding rows of the packings without a pad_block are all zero bytes: scale 0 (and q4_k's,
-// q6_k's, gq4's, q2_k's and q3_k's zero-initialized quants give 0 whatever they are).
-constexpr std::array<PackingInfo, 17> kPackings{{
+// q6_k's, gq4's, q2_k's and q3_k's zero-initialized quants give 0 whatever they are; the
+// plain packings' zeros are +0.0 in each dtype).
+constexpr std::array<PackingInfo, 20> kPackings{{
     {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr, nullptr},
     {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0, unpack_q8_0, pad_q8_0},
     {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k, unpack_q4_k, nullptr},
@@ -304,6 +318,9 @@ constexpr std::array<PackingInfo, 17> kPackings{{
     {Packing::q5_1_x16, "q5_1_x16", DType::q5_1, 16, 32, 24, Q5_1Blocks::pack, Q5_1Blocks::unpack, nullptr},
     {Packing::q2_k_x16, "q2_k_x16", DType::q2_k, 16, 256, 84, pack_q2_k, unpack_q2_k, nullptr},
     {Packing::q3_k_x16, "q3_k_x16", DType::q3_k, 16, 256, 114, pack_q3_k, unpack_q3_k, nullptr},
+    {Packing::f32_x64, "f32_x64", DType::f32, 64, 16, 64, pack_plain<4>, unpack_plain<4>, nullptr},
+    {Packing::f16_x64, "f16_x64", DType::f16, 64, 16, 32, pack_plain<2>, unpack_plain<2>, nullptr},
+    {Packing::bf16_x64, "bf16_x64", DType::bf16, 64, 16, 32, pack_plain<2>, unpack_plain<2>, nullptr},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.
@@ -319,8 +336,11 @@ struct Geometry {
 Geometry geometry(const PackingInfo& info, const Shape& shape) {
   const int64_t nb = shape[1] / info.block_cols;
   const int64_t group = int64_t{info.block_bytes} * info.panel_rows;
-  return {shape[0], nb, (shape[0] + info.panel_rows - 1) / info.panel_rows, group, nb * group,
-          dtype_traits(info.dtype).block_bytes};
+  // A row's share of one group: the dtype's blocks in block_cols columns (one block for
+  // the quantized packings, block_cols elements for the plain ones).
+  const DTypeTraits& traits = dtype_traits(info.dtype);
+  const int64_t row_block = int64_t{info.block_cols} / traits.block_elems * traits.block_bytes;
+  return {shape[0], nb, (shape[0] + info.panel_rows - 1) / info.panel_rows, group, nb * group, row_block};
 }
 
 // Runs run(begin, end) over the panels [0, panels), on the pool when there is one.

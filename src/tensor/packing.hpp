@@ -89,6 +89,13 @@
 //     hmask[4j .. + 3] at bytes 4r..4r+3, then q2_k's 16 quant vectors.
 // Byte qs[32h + l] holds the low two bits of column l of quarters 0..3 of half h (bits
 // 2q, 2q + 1), hmask[l] their high bits (q3_k: bit 4h + q), as in the rows.
+//
+// f32_x64, f16_x64 and bf16_x64, for [rows, cols] matrices of those dtypes (cols a
+// multiple of 16; rows padded to a multiple of 64 with zero rows): panel p holds rows
+// 64p..64p+63 column by column, element (r, k) of the panel at index 64k + r. A panel is
+// one stream in column order, and one vector load (16 lanes) gives column k of 16 rows:
+// the broadcast GEMM of runtime/kernels/packed_plain.cpp multiplies it by one token's
+// x[k] for four vectors (64 rows) at a time. The elements are the rows' own, moved.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -172,6 +179,12 @@ struct Q6K {  // q6_k_x16: d, int8 scales [g][r], per half and chunk: ql part 0,
   static constexpr int64_t group = 3360, d = 0, scales = 32, chunks = 288;
   // The three vectors of half h (0, 1), column chunk j (0..7).
   static constexpr int64_t chunk_at(int64_t h, int64_t j) { return chunks + (h * 8 + j) * 192; }
+};
+
+struct Plain {  // f32_x64, f16_x64, bf16_x64: [column][64 rows] per panel
+  static constexpr int64_t rows = 64, block_cols = 16;
+  // Element index of row r (0..63), column k of a panel (or of one group of 16 columns).
+  static constexpr int64_t at(int64_t r, int64_t k) { return k * rows + r; }
 };
 
 }  // namespace packed_layout

@@ -191,11 +191,11 @@ TEST_CASE("batch families: small-quant in every GGUF type decodes batched bit-id
   }
 }
 
-TEST_CASE("batch families: small-quant q8_0 q4_0 q4_k q6_k with packed projections decode batched bit-identically") {
+TEST_CASE("batch families: small-quant f32 f16 bf16 q8_0 q4_0 q4_k q6_k with packed projections decode batched bit-identically") {
   LOOM_REQUIRE_REFERENCE(ref);
   loom::LoadOptions o = t::quiet_load_options();
   o.repack = loom::RepackMode::automatic;
-  for (const std::string type : {"q8_0", "q4_0", "q4_k", "q6_k"}) {
+  for (const std::string type : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}) {
     check_model(loom::load_model(ref / "models" / "small-quant" / ("small-quant-" + type + ".gguf"), o),
                 "small-quant-" + type + " repacked");
   }

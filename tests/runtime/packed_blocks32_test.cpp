@@ -135,7 +135,6 @@ TEST_CASE("packed 32-element runs: the kernels ask for the packing only where th
     CHECK(loom::kernels::preferred_packing(c.dtype) == (vnni ? c.packing : Packing::none));
   }
   CHECK(loom::kernels::preferred_packing(DType::gq8_32) == (vnni ? Packing::gq8_32_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::f16) == Packing::none);
   IsaScope cap(loom::Isa::avx2);
   for (const Case& c : kCases) CHECK(loom::kernels::preferred_packing(c.dtype) == Packing::none);
   CHECK_FALSE(loom::kernels::packed_vnni_native());

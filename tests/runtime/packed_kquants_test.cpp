@@ -115,7 +115,6 @@ TEST_CASE("packed k-quants: the kernels ask for the packing only where the VNNI 
   CHECK(loom::kernels::preferred_packing(DType::q5_k) == (vnni ? Packing::q5_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q3_k) == (vnni ? Packing::q3_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q2_k) == (vnni ? Packing::q2_k_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::f16) == Packing::none);
   IsaScope cap(loom::Isa::avx2);
   CHECK(loom::kernels::preferred_packing(DType::q4_k) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q5_k) == Packing::none);

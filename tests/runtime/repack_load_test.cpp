@@ -72,7 +72,7 @@ double check_repacked_gguf(const fs::path& ref, loom::DType dtype, loom::Packing
   const loom::LoadReport& report = *packed->load_report();
   CHECK(plain->load_report()->repacked_tensors == 0);
   if (loom::kernels::preferred_packing(dtype) != packing) {
-    WARN("SKIPPED: this CPU has no AVX-512 VNNI, so nothing is packed");
+    WARN("SKIPPED: this CPU's kernels do not read " << loom::packing_name(packing) << ", so nothing is packed");
     CHECK(report.repacked_tensors == 0);
     return -1.0;
   }
@@ -121,10 +121,13 @@ double check_repacked_gguf(const fs::path& ref, loom::DType dtype, loom::Packing
 
 }  // namespace
 
-TEST_CASE("repack: llama.cpp's q8_0, q4_0, q4_k and q6_k GGUFs load their projections packed, reported, matching llama.cpp") {
+TEST_CASE("repack: llama.cpp's f32, f16, bf16, q8_0, q4_0, q4_k and q6_k GGUFs load their projections packed, reported, matching llama.cpp") {
   LOOM_REQUIRE_REFERENCE(ref);
   // The packed q8_0 and q4_0 sums follow ggml's generic order: measured 0 for both.
-  for (const auto& [dtype, packing] : {std::pair{loom::DType::q8_0, loom::Packing::q8_0_x16},
+  for (const auto& [dtype, packing] : {std::pair{loom::DType::f32, loom::Packing::f32_x64},
+                                       std::pair{loom::DType::f16, loom::Packing::f16_x64},
+                                       std::pair{loom::DType::bf16, loom::Packing::bf16_x64},
+                                       std::pair{loom::DType::q8_0, loom::Packing::q8_0_x16},
                                        std::pair{loom::DType::q4_0, loom::Packing::q4_0_x16},
                                        std::pair{loom::DType::q4_k, loom::Packing::q4_k_x16},
                                        std::pair{loom::DType::q6_k, loom::Packing::q6_k_x16}}) {
@@ -193,7 +196,7 @@ TEST_CASE("repack: packs quantized by loom in q4_1, q5_0, q5_1, q2_k, q3_k load 
     const auto packed = loom::load_model(pack, repack_options(loom::RepackMode::automatic));
     REQUIRE(plain->weights().layers[0].attn_q.dtype() == type);
     if (loom::kernels::preferred_packing(type) != packing) {
-      WARN("SKIPPED: this CPU has no AVX-512 VNNI, so nothing is packed");
+      WARN("SKIPPED: this CPU's kernels do not read " << loom::packing_name(packing) << ", so nothing is packed");
       continue;
     }
     CHECK(packed->load_report()->repacked_tensors == 29);

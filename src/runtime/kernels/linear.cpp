@@ -13,6 +13,7 @@
 #include "runtime/kernels/packed_kquants.hpp"
 #include "runtime/kernels/packed_panels.hpp"
 #include "runtime/kernels/packed_blocks32.hpp"
+#include "runtime/kernels/packed_plain.hpp"
 #include "runtime/kernels/quant_dot.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
@@ -215,8 +216,8 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
 
 namespace {
 // The packed-kernel files' tables: one entry per packing a kernel reads.
-std::array<std::span<const PackedProducts>, 2> packed_tables() noexcept {
-  return {packed_blocks32_products(), packed_kquants_products()};
+std::array<std::span<const PackedProducts>, 3> packed_tables() noexcept {
+  return {packed_blocks32_products(), packed_kquants_products(), packed_plain_products()};
 }
 }  // namespace
 
@@ -232,17 +233,17 @@ bool linear_supports(DType dtype) noexcept {
   return is_quantized(dtype) && quant::has_kernels(dtype);
 }
 
-// The layout each dtype's packed kernel reads, where those kernels run: every packing a
-// kernel reads, of that dtype (tensor/packing.cpp's table says which dtype a packing
-// holds). docs/quantization.md, "Packed weights": sixteen rows per VPDPBUSD; 1.5-6x the
-// row-major prefill; q8_0, q3_k and q6_k decode a little slower packed, q4_0 and q4_k
-// faster. Only with VNNI: the scalar family's packed products are
-// slower than the row-major ones.
+// The layout each dtype's packed kernel reads, where that kernel runs natively: the
+// packing of that dtype (tensor/packing.cpp's table says which dtype a packing holds)
+// whose products' native() holds. docs/quantization.md, "Packed weights": sixteen rows
+// per VPDPBUSD (VNNI); 1.5-6x the row-major prefill; q8_0, q3_k and q6_k decode a little
+// slower packed, q4_0 and q4_k faster. docs/runtime.md, "Plain-dtype panels": the
+// f32/f16/bf16 broadcast GEMM (AVX-512). Elsewhere the scalar family's packed products
+// are slower than the row-major ones.
 Packing preferred_packing(DType dtype) noexcept {
-  if (!packed_vnni_native()) return Packing::none;
   for (const auto table : packed_tables()) {
     for (const PackedProducts& e : table) {
-      if (packing_info(e.packing).dtype == dtype) return e.packing;
+      if (packing_info(e.packing).dtype == dtype && e.native()) return e.packing;
     }
   }
   return Packing::none;

@@ -139,15 +139,18 @@ void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_
                       });
 }
 
-// One packing's products in a packed-kernel file: the full one (the VNNI kernel where it
-// runs, the scalar family elsewhere) and the scalar family's alone (the tests' reference).
-// Each file keeps a table of them, one entry per packing it reads.
+// One packing's products in a packed-kernel file: the full one (the native kernel where
+// it runs, the scalar family elsewhere), the scalar family's alone (the tests'
+// reference), and whether the native kernel runs on this CPU at the current ISA cap (the
+// runtime prefers the packing only then: preferred_packing). Each file keeps a table of
+// them, one entry per packing it reads.
 struct PackedProducts {
   Packing packing;
   void (*run)(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
               int64_t y_stride, ThreadPool& pool);
   void (*run_scalar)(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                      int64_t y_stride);
+  bool (*native)() noexcept;
 };
 
 // The entry of `packing` in `table`, or nullptr.
@@ -221,7 +224,7 @@ void run_packed_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_
 // A format's table entry.
 template <class K, class F>
 constexpr PackedProducts products_of() {
-  return {F::packing, run_packed<K, F>, run_packed_scalar<K, F>};
+  return {F::packing, run_packed<K, F>, run_packed_scalar<K, F>, packed_vnni_native};
 }
 
 }  // namespace loom::kernels

@@ -1,0 +1,214 @@
+// The broadcast products of f32_x64, f16_x64 and bf16_x64 weights (packed_plain.hpp):
+// one AVX-512 tile family and the scalar family, the same std::fma chain per output.
+#include "runtime/kernels/packed_plain.hpp"
+
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "common/simd.hpp"
+#include "loom/convert.hpp"
+#include "tensor/packing.hpp"
+
+namespace loom::kernels {
+
+namespace {
+
+using Plain = packed_layout::Plain;
+constexpr int64_t kPanelRows = Plain::rows;  // 64
+constexpr int kVectors = 4;                  // 16-lane vectors per column of a panel
+static_assert(kVectors * 16 == kPanelRows);
+// The widest token tile: 4 x 6 accumulators, 4 weight vectors and a broadcast (29 of the
+// 32 zmm). A tile of 7 would leave no register for the broadcast.
+constexpr int kMaxTokens = 6;
+
+// Each dtype's element: its packing, a scalar widening and a 16-lane one.
+struct F32 {
+  using T = float;
+  static constexpr Packing packing = Packing::f32_x64;
+  static constexpr DType dtype = DType::f32;
+  static float scalar(T v) noexcept { return v; }
+  LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept { return _mm512_loadu_ps(p); }
+};
+struct F16 {
+  using T = uint16_t;
+  static constexpr Packing packing = Packing::f16_x64;
+  static constexpr DType dtype = DType::f16;
+  static float scalar(T v) noexcept { return f16_to_f32_scalar(v); }
+  LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+};
+struct Bf16 {
+  using T = uint16_t;
+  static constexpr Packing packing = Packing::bf16_x64;
+  static constexpr DType dtype = DType::bf16;
+  static float scalar(T v) noexcept { return bf16_to_f32_scalar(v); }
+  LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+};
+
+// A packed weight's panels: panel p's element (r, k) at data[p * stride + 64k + r].
+template <class E>
+struct Panels {
+  const typename E::T* data;
+  int64_t rows;
+  int64_t cols;
+  int64_t stride;  // elements per panel
+  int64_t panels;
+  int64_t valid_rows(int64_t p) const noexcept { return std::min(kPanelRows, rows - p * kPanelRows); }
+};
+
+template <class E>
+Panels<E> panels_of(const Tensor& w) {
+  check_packed_weight(w, E::packing, E::dtype);
+  const int64_t rows = w.shape()[0], cols = w.shape()[1];
+  return {static_cast<const typename E::T*>(w.raw_data()), rows, cols, cols * kPanelRows,
+          (rows + kPanelRows - 1) / kPanelRows};
+}
+
+// One panel against T tokens: y[t * ys + r] for its `valid` rows. The weight vectors of a
+// column are loaded (and widened) once for the T tokens, each x[t, k] broadcast once for
+// the four vectors. Decode (T = 1) runs four independent FMA chains, which is enough to
+// keep the weight stream at the bus rate; no software prefetch: one sequential stream per
+// panel, which the hardware prefetchers follow (a prefetch 1-4 KiB ahead ran 5-15% slower
+// from memory on the Zen 4 kind, one thread).
+// `ahead` (when not null): lines to prefetch into L2 while the tile runs, one each `every`
+// columns (a power of two) until `ahead_end` (see native_panels).
+struct Ahead {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  int64_t every = 1;
+};
+
+template <class E, int T>
+LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const float* x, int64_t xs, float* y,
+                             int64_t ys, int64_t valid, Ahead ahead) {
+  __m512 acc[kVectors][T];
+  _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[c][t] = _mm512_setzero_ps();
+  }
+  const char* next = ahead.begin;
+  for (int64_t k = 0; k < cols; ++k) {
+    if ((k & (ahead.every - 1)) == 0 && next < ahead.end) {
+      _mm_prefetch(next, _MM_HINT_T1);
+      next += 64;
+    }
+    const typename E::T* column = panel + k * kPanelRows;
+    __m512 w[kVectors];
+    _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) w[c] = E::load(column + 16 * c);
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+      const __m512 xb = _mm512_set1_ps(x[t * xs + k]);
+      _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) acc[c][t] = _mm512_fmadd_ps(w[c], xb, acc[c][t]);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
+    const int64_t lanes = std::clamp<int64_t>(valid - 16 * c, 0, 16);
+    const auto mask = static_cast<__mmask16>((uint32_t{1} << lanes) - 1);
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys + 16 * c, mask, acc[c][t]);
+  }
+}
+
+using TileFn = void (*)(const void*, int64_t, const float*, int64_t, float*, int64_t, int64_t, Ahead);
+
+template <class E, int T>
+void tile_erased(const void* panel, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid,
+                 Ahead ahead) {
+  tile<E, T>(static_cast<const typename E::T*>(panel), cols, x, xs, y, ys, valid, ahead);
+}
+
+template <class E, int... I>
+constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I...>) {
+  return {&tile_erased<E, I + 1>...};
+}
+
+// Panels [p0, p1) against every token: each panel meets the token tiles (balanced widths
+// of at most kMaxTokens) one after another, the first reading it from memory, the others
+// from L2 (a panel of 1024 f16 columns is 128 KiB). The tiles after the first prefetch
+// the next panel into L2, a share each, spread over their columns, so the first tile of
+// the next panel finds it there instead of waiting on the bus.
+template <class E>
+void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
+                   float* y, int64_t ys) {
+  static constexpr auto kTiles = tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
+  const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
+  const int64_t panel_bytes = w.stride * static_cast<int64_t>(sizeof(typename E::T));
+  const int64_t share = tiles > 1 ? (panel_bytes + tiles - 2) / (tiles - 1) : 0;
+  // One line every `every` columns covers the share: every = the largest power of two
+  // <= cols / lines.
+  int64_t every = 1;
+  while (tiles > 1 && every * 2 * ((share + 63) / 64) <= w.cols) every *= 2;
+  for (int64_t p = p0; p < p1; ++p) {
+    const typename E::T* panel = w.data + p * w.stride;
+    const char* next_panel = reinterpret_cast<const char*>(panel + w.stride);
+    const bool prefetch = p + 1 < p1;
+    int64_t t0 = 0;
+    for (int64_t i = 0; i < tiles; ++i) {
+      const int64_t width = n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
+      Ahead ahead;
+      if (prefetch && i > 0) {
+        ahead.begin = next_panel + (i - 1) * share;
+        ahead.end = std::min(next_panel + panel_bytes, ahead.begin + share);
+        ahead.every = every;
+      }
+      kTiles[static_cast<size_t>(width - 1)](panel, w.cols, x + t0 * xs, xs, y + t0 * ys + p * kPanelRows, ys,
+                                             w.valid_rows(p), ahead);
+      t0 += width;
+    }
+  }
+}
+
+// The scalar family: each output the same fma chain over k from +0.
+template <class E>
+void scalar_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
+                   float* y, int64_t ys) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const typename E::T* panel = w.data + p * w.stride;
+    for (int64_t r = 0; r < w.valid_rows(p); ++r) {
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* xt = x + t * xs;
+        float acc = 0.0f;
+        for (int64_t k = 0; k < w.cols; ++k) acc = std::fma(E::scalar(panel[Plain::at(r, k)]), xt[k], acc);
+        y[t * ys + p * kPanelRows + r] = acc;
+      }
+    }
+  }
+}
+
+template <class E>
+void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+         int64_t y_stride, ThreadPool& pool) {
+  if (n_tokens <= 0) return;
+  const Panels<E> panels = panels_of<E>(w);
+  const bool native = packed_plain_native();
+  split_rows(pool, panels.panels, 1, n_tokens, [&](int64_t p0, int64_t p1) {
+    if (native) {
+      native_panels(panels, p0, p1, x, x_stride, n_tokens, y, y_stride);
+    } else {
+      scalar_panels(panels, p0, p1, x, x_stride, n_tokens, y, y_stride);
+    }
+    add_bias(bias, p0 * kPanelRows, std::min(panels.rows, p1 * kPanelRows), n_tokens, y, y_stride);
+  });
+}
+
+template <class E>
+void run_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  const Panels<E> panels = panels_of<E>(w);
+  scalar_panels(panels, 0, panels.panels, x, x_stride, n_tokens, y, y_stride);
+}
+
+template <class E>
+constexpr PackedProducts plain_products() {
+  return {E::packing, run<E>, run_scalar<E>, packed_plain_native};
+}
+
+constexpr std::array<PackedProducts, 3> kProducts{plain_products<F32>(), plain_products<F16>(),
+                                                  plain_products<Bf16>()};
+
+}  // namespace
+
+std::span<const PackedProducts> packed_plain_products() noexcept { return kProducts; }
+
+}  // namespace loom::kernels
