@@ -1,8 +1,10 @@
 // Weight-product kernels in isolation: decode (matrix-vector, GB/s of weight bytes) and
-// prefill (the batch-invariant matrix-matrix kernel, GFLOP/s; 128 tokens, 8 as in a small
-// continuous batch, 4 and 2 as in a speculative verification pass) for f32, f16 and bf16
-// weights, on 1 and 2 threads. Shapes: 4096 x 4096 and 2816 x 1024 (streamed from memory
-// or L3), 256 x 1024 (in L2: the kernel's compute rate without the memory stream).
+// prefill (the batch-invariant matrix-matrix kernel, GFLOP/s; 128 and 64 tokens, 8 as in
+// a small continuous batch, 4 and 2 as in a speculative verification pass) for f32, f16
+// and bf16 weights, on 1 and 2 threads, as rows (packed 0) and in the panels --repack
+// auto gives them (packed 1: f32_x64, f16_x64, bf16_x64 under AVX-512). Shapes: 4096 x
+// 4096 and 2816 x 1024 (streamed from memory or L3), 256 x 1024 (in L2: the kernel's
+// compute rate without the memory stream).
 // BM_quant: the quantized types q8_0, q4_0, q4_k and q6_k, row-major (packed 0) and in
 // the kernel layout --repack auto would give them on this CPU (packed 1), at 1, 8, 16
 // and 128 tokens; GOP/s counts a multiply and an add per weight and token, as the int8
@@ -73,10 +75,31 @@ void run_product(benchmark::State& state, double ops, bool int8, int threads, Pr
   }
 }
 
+// The weight of `dtype` as rows (packed == 0) or in the layout --repack auto gives it on
+// this CPU (packed != 0; false, with the benchmark skipped, when there is none); the
+// label says which.
+bool weight_in_layout(benchmark::State& state, loom::DType dtype, int64_t rows, int64_t cols, int64_t packed,
+                      loom::Tensor& w) {
+  w = weight(dtype, rows, cols);
+  const loom::Packing packing = loom::kernels::preferred_packing(dtype);
+  if (packed != 0) {
+    if (packing == loom::Packing::none) {
+      state.SkipWithError("no packing for this dtype on this CPU");
+      return false;
+    }
+    w = loom::pack(w, packing);
+  }
+  state.SetLabel(std::string(loom::dtype_name(dtype)) +
+                 (packed != 0 ? " " + std::string(loom::packing_info(packing).name) : " rows"));
+  return true;
+}
+
+// {dtype, rows, cols, threads, packed}
 void BM_decode(benchmark::State& state) {
   const auto dtype = static_cast<loom::DType>(state.range(0));
   const int64_t rows = state.range(1), cols = state.range(2);
-  auto w = weight(dtype, rows, cols);
+  loom::Tensor w;
+  if (!weight_in_layout(state, dtype, rows, cols, state.range(4), w)) return;
   std::vector<float> x(static_cast<size_t>(cols), 0.01f), y(static_cast<size_t>(rows));
   loom::ThreadPool pool(static_cast<int>(state.range(3)));
   for (auto _ : state) {
@@ -84,13 +107,14 @@ void BM_decode(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * w.nbytes());
-  state.SetLabel(std::string(loom::dtype_name(dtype)));
 }
 
+// {dtype, rows, cols, threads, tokens, packed}
 void BM_prefill(benchmark::State& state) {
   const auto dtype = static_cast<loom::DType>(state.range(0));
   const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(4);
-  auto w = weight(dtype, rows, cols);
+  loom::Tensor w;
+  if (!weight_in_layout(state, dtype, rows, cols, state.range(5), w)) return;
   std::vector<float> x(static_cast<size_t>(cols * tokens), 0.01f), y(static_cast<size_t>(rows * tokens));
   const int threads = static_cast<int>(state.range(3));
   loom::ThreadPool pool(threads);
@@ -98,22 +122,14 @@ void BM_prefill(benchmark::State& state) {
               [&] { loom::kernels::linear(w, nullptr, x.data(), cols, tokens, y.data(), rows, pool); });
   state.counters["GFLOP/s"] = benchmark::Counter(
       static_cast<double>(2 * rows * cols * tokens), benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(loom::dtype_name(dtype)));
 }
 
 // {dtype, rows, cols, threads, tokens, packed}
 void BM_quant(benchmark::State& state) {
   const auto dtype = static_cast<loom::DType>(state.range(0));
   const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(4);
-  auto w = weight(dtype, rows, cols);
-  const loom::Packing packing = loom::kernels::preferred_packing(dtype);
-  if (state.range(5) != 0) {
-    if (packing == loom::Packing::none) {
-      state.SkipWithError("no packing for this dtype on this CPU");
-      return;
-    }
-    w = loom::pack(w, packing);
-  }
+  loom::Tensor w;
+  if (!weight_in_layout(state, dtype, rows, cols, state.range(5), w)) return;
   std::vector<float> x(static_cast<size_t>(cols * tokens)), y(static_cast<size_t>(rows * tokens));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.01f - 0.03f;
   const int threads = static_cast<int>(state.range(3));
@@ -122,8 +138,6 @@ void BM_quant(benchmark::State& state) {
               [&] { loom::kernels::linear(w, nullptr, x.data(), cols, tokens, y.data(), rows, pool); });
   state.counters["GOP/s"] = benchmark::Counter(static_cast<double>(2 * rows * cols * tokens),
                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(loom::dtype_name(dtype)) +
-                 (state.range(5) != 0 ? " " + std::string(loom::packing_info(packing).name) : " rows"));
 }
 
 void quant_args(benchmark::internal::Benchmark* b) {
@@ -139,20 +153,22 @@ void quant_args(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
-// {dtype, rows, cols, threads[, tokens]}
+// {dtype, rows, cols, threads[, tokens], packed}
 void shapes(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> tokens) {
   for (auto dt : {loom::DType::f32, loom::DType::f16, loom::DType::bf16}) {
     for (int threads : {1, 2}) {
       for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {2816, 1024}, {256, 1024}}) {
-        if (tokens.size() == 0) b->Args({static_cast<int64_t>(dt), rows, cols, threads});
-        for (int64_t n : tokens) b->Args({static_cast<int64_t>(dt), rows, cols, threads, n});
+        for (int64_t packed : {0, 1}) {
+          if (tokens.size() == 0) b->Args({static_cast<int64_t>(dt), rows, cols, threads, packed});
+          for (int64_t n : tokens) b->Args({static_cast<int64_t>(dt), rows, cols, threads, n, packed});
+        }
       }
     }
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 void decode_args(benchmark::internal::Benchmark* b) { shapes(b, {}); }
-void prefill_args(benchmark::internal::Benchmark* b) { shapes(b, {128, 8, 4, 2}); }
+void prefill_args(benchmark::internal::Benchmark* b) { shapes(b, {128, 64, 8, 4, 2}); }
 
 }  // namespace
 
