@@ -129,7 +129,7 @@ TEST_CASE("packed q8_0, q4_0, q4_1, q5_0, q5_1, gq8 and gq4: products match the 
 }
 
 TEST_CASE("packed 32-element runs: the kernels ask for the packing only where the VNNI kernel runs") {
-  const bool vnni = loom::best_supported_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
+  const bool vnni = loom::active_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
   for (const Case& c : kCases) {
     if (c.dtype == DType::gq8_32) continue;
     CHECK(loom::kernels::preferred_packing(c.dtype) == (vnni ? c.packing : Packing::none));

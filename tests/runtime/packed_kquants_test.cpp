@@ -109,7 +109,7 @@ TEST_CASE("packed k-quants (q2_k .. q6_k): a NaN activation block gives NaN outp
 }
 
 TEST_CASE("packed k-quants: the kernels ask for the packing only where the VNNI kernel runs") {
-  const bool vnni = loom::best_supported_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
+  const bool vnni = loom::active_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
   CHECK(loom::kernels::preferred_packing(DType::q4_k) == (vnni ? Packing::q4_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q6_k) == (vnni ? Packing::q6_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q5_k) == (vnni ? Packing::q5_k_x16 : Packing::none));

@@ -98,13 +98,11 @@ TEST_CASE("packed f32, f16, bf16: each output is one fma chain over k from +0, a
     const Tensor p = loom::pack(w, c.packing);
     std::vector<float> wf(static_cast<size_t>(rows * cols));
     loom::convert(c.dtype, w.raw_data(), DType::f32, wf.data(), wf.size());
-    for (const int64_t n : {1, 4, 7, 13}) {
+    for (const int64_t n : {1, 2, 3, 4, 7, 13}) {
       INFO(loom::dtype_name(c.dtype) << ", " << n << " tokens");
       const std::vector<float> x = t::normal_floats(n * cols, rng);
       // Sentinels after each token's outputs: the padded panel rows must not be written.
       const int64_t ys = rows + 8;
-      std::vector<float> y(static_cast<size_t>(n * ys), -7.0f);
-      loom::kernels::linear(p, nullptr, x.data(), cols, n, y.data(), ys, two);
       std::vector<float> expected(static_cast<size_t>(n * ys), -7.0f);
       for (int64_t tk = 0; tk < n; ++tk) {
         for (int64_t r = 0; r < rows; ++r) {
@@ -115,7 +113,16 @@ TEST_CASE("packed f32, f16, bf16: each output is one fma chain over k from +0, a
           expected[static_cast<size_t>(tk * ys + r)] = acc;
         }
       }
-      CHECK(t::same_bits(y, expected));
+      // Every ISA level's kernel (AVX-512 and AVX2 where the CPU has them, the scalar
+      // family): the same bits.
+      for (const loom::Isa isa : {loom::Isa::avx512, loom::Isa::avx2, loom::Isa::scalar}) {
+        if (isa > loom::best_supported_isa()) continue;
+        INFO("ISA level " << static_cast<int>(isa));
+        t::IsaScope cap(isa);
+        std::vector<float> y(static_cast<size_t>(n * ys), -7.0f);
+        loom::kernels::linear(p, nullptr, x.data(), cols, n, y.data(), ys, two);
+        CHECK(t::same_bits(y, expected));
+      }
     }
   }
 }
@@ -130,12 +137,18 @@ TEST_CASE("packed f32, f16, bf16: products match the row-major kernels and keep 
   }
 }
 
-TEST_CASE("packed f32, f16, bf16: the kernels ask for the packing only where the AVX-512 kernel runs") {
-  const bool avx512 = loom::best_supported_isa() >= loom::Isa::avx512;
+TEST_CASE("packed f32, f16, bf16: the kernels ask for the packing where an AVX-512 or AVX2 kernel runs") {
+  const bool native = loom::active_isa() >= loom::Isa::avx2;
   for (const Case& c : kCases) {
-    CHECK(loom::kernels::preferred_packing(c.dtype) == (avx512 ? c.packing : Packing::none));
+    CHECK(loom::kernels::preferred_packing(c.dtype) == (native ? c.packing : Packing::none));
   }
-  t::IsaScope cap(loom::Isa::avx2);
+  {
+    t::IsaScope cap(loom::Isa::avx2);
+    for (const Case& c : kCases) {
+      CHECK(loom::kernels::preferred_packing(c.dtype) == (native ? c.packing : Packing::none));
+    }
+  }
+  t::IsaScope cap(loom::Isa::scalar);
   for (const Case& c : kCases) CHECK(loom::kernels::preferred_packing(c.dtype) == Packing::none);
   CHECK_FALSE(loom::kernels::packed_plain_native());
 }

@@ -1,5 +1,5 @@
 // The broadcast products of f32_x64, f16_x64 and bf16_x64 weights (packed_plain.hpp):
-// one AVX-512 tile family and the scalar family, the same std::fma chain per output.
+// an AVX-512 and an AVX2 tile family and the scalar family, the same fma chain per output.
 #include "runtime/kernels/packed_plain.hpp"
 
 #include <array>
@@ -18,8 +18,9 @@ using Plain = packed_layout::Plain;
 constexpr int64_t kPanelRows = Plain::rows;  // 64
 constexpr int kVectors = 4;                  // 16-lane vectors per column of a panel
 static_assert(kVectors * 16 == kPanelRows);
-// The widest token tile: 4 x 6 accumulators, 4 weight vectors and a broadcast (29 of the
-// 32 zmm). A tile of 7 would leave no register for the broadcast.
+// The widest token tile: on AVX-512 4 x 6 accumulators, 4 weight vectors and a broadcast
+// (29 of the 32 zmm; a tile of 7 would leave no register for the broadcast); on AVX2 2 x 6,
+// 2 weights and a broadcast (15 of 16 ymm).
 constexpr int kMaxTokens = 6;
 
 // Each dtype's element: its packing, a scalar widening and a 16-lane one.
@@ -29,6 +30,7 @@ struct F32 {
   static constexpr DType dtype = DType::f32;
   static float scalar(T v) noexcept { return v; }
   LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept { return _mm512_loadu_ps(p); }
+  LOOM_TARGET_AVX2 static __m256 load8(const T* p) noexcept { return _mm256_loadu_ps(p); }
 };
 struct F16 {
   using T = uint16_t;
@@ -37,6 +39,9 @@ struct F16 {
   static float scalar(T v) noexcept { return f16_to_f32_scalar(v); }
   LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  LOOM_TARGET_AVX2 static __m256 load8(const T* p) noexcept {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
 };
 struct Bf16 {
@@ -47,6 +52,10 @@ struct Bf16 {
   LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  LOOM_TARGET_AVX2 static __m256 load8(const T* p) noexcept {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
 };
 
@@ -69,20 +78,20 @@ Panels<E> panels_of(const Tensor& w) {
           (rows + kPanelRows - 1) / kPanelRows};
 }
 
-// One panel against T tokens: y[t * ys + r] for its `valid` rows. The weight vectors of a
-// column are loaded (and widened) once for the T tokens, each x[t, k] broadcast once for
-// the four vectors. Decode (T = 1) runs four independent FMA chains, which is enough to
-// keep the weight stream at the bus rate; no software prefetch: one sequential stream per
-// panel, which the hardware prefetchers follow (a prefetch 1-4 KiB ahead ran 5-15% slower
-// from memory on the Zen 4 kind, one thread).
-// `ahead` (when not null): lines to prefetch into L2 while the tile runs, one each `every`
-// columns (a power of two) until `ahead_end` (see native_panels).
+// Lines to prefetch into L2 while a tile runs, one each `every` columns (a power of two)
+// from `begin` until `end` (see native_panels); none when begin is null.
 struct Ahead {
   const char* begin = nullptr;
   const char* end = nullptr;
   int64_t every = 1;
 };
 
+// AVX-512: one panel against T tokens, y[t * ys + r] for its `valid` rows. The four weight
+// vectors of a column are loaded (and widened) once for the T tokens, each x[t, k]
+// broadcast once for the four. Decode (T = 1) runs four independent FMA chains, which is
+// enough to keep the weight stream at the bus rate; no software prefetch: one sequential
+// stream per panel, which the hardware prefetchers follow (a prefetch 1-4 KiB ahead ran
+// 5-15% slower from memory on the Zen 4 kind, one thread).
 template <class E, int T>
 LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const float* x, int64_t xs, float* y,
                              int64_t ys, int64_t valid, Ahead ahead) {
@@ -111,6 +120,48 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
   }
 }
 
+// AVX2 (16 registers of 8 lanes): V vectors, rows [row0, row0 + 8V) of a panel, against T
+// tokens (avx2_panel picks V). The same fma chain per output as the AVX-512 tile. With
+// kPull (the first pass over a panel) each column 2 KiB ahead is prefetched whole, so the
+// later passes, which each read part of every column, find it in L1/L2: without, f32 at
+// 8 tokens ran at half the rate (its 256-byte columns read a quarter at a time from L3).
+template <class E, int V, int T, bool kPull = false>
+LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
+                                float* y, int64_t ys, int64_t valid) {
+  constexpr int64_t kColumnBytes = kPanelRows * static_cast<int64_t>(sizeof(typename E::T));
+  constexpr int64_t kPullColumns = 2048 / kColumnBytes;
+  __m256 acc[V][T];
+  _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) {
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[c][t] = _mm256_setzero_ps();
+  }
+  for (int64_t k = 0; k < cols; ++k) {
+    if constexpr (kPull) {
+      const auto* ahead = reinterpret_cast<const char*>(panel + (k + kPullColumns) * kPanelRows);
+      for (int64_t line = 0; line < kColumnBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
+    const typename E::T* column = panel + k * kPanelRows + row0;
+    __m256 w[V];
+    _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) w[c] = E::load8(column + 8 * c);
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+      const __m256 xb = _mm256_broadcast_ss(x + t * xs + k);
+      _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) acc[c][t] = _mm256_fmadd_ps(w[c], xb, acc[c][t]);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) {
+    const int64_t lanes = std::clamp<int64_t>(valid - row0 - 8 * c, 0, 8);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+      float* out = y + t * ys + row0 + 8 * c;
+      if (lanes == 8) {
+        _mm256_storeu_ps(out, acc[c][t]);
+      } else {
+        _mm256_maskstore_ps(out, mask, acc[c][t]);
+      }
+    }
+  }
+}
+
 using TileFn = void (*)(const void*, int64_t, const float*, int64_t, float*, int64_t, int64_t, Ahead);
 
 template <class E, int T>
@@ -124,6 +175,31 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
   return {&tile_erased<E, I + 1>...};
 }
 
+// AVX2: a token tile of one width over a whole panel: decode the whole column at once
+// (eight FMA chains), two tokens as two halves of 32 rows (eight chains), three to six
+// tokens as four quarters of 16 rows (2T accumulators). Measured on the Zen 4 kind with
+// LOOM_ISA=avx2 (docs/runtime.md, "Plain-dtype panels").
+template <class E, int T>
+void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid,
+                Ahead) {
+  const auto* p = static_cast<const typename E::T*>(panel);
+  if constexpr (T == 1) {
+    tile_avx2<E, 8, 1>(p, 0, cols, x, xs, y, ys, valid);
+  } else {
+    // Eight FMA chains at two tokens (half the panel at a time), 2T from three tokens on.
+    constexpr int kV = T == 2 ? 4 : 2;
+    tile_avx2<E, kV, T, true>(p, 0, cols, x, xs, y, ys, valid);
+    for (int64_t row0 = 8 * kV; row0 < kPanelRows && row0 < valid; row0 += 8 * kV) {
+      tile_avx2<E, kV, T>(p, row0, cols, x, xs, y, ys, valid);
+    }
+  }
+}
+
+template <class E, int... I>
+constexpr std::array<TileFn, sizeof...(I)> avx2_tiles_of(std::integer_sequence<int, I...>) {
+  return {&avx2_panel<E, I + 1>...};
+}
+
 // Panels [p0, p1) against every token: each panel meets the token tiles (balanced widths
 // of at most kMaxTokens) one after another, the first reading it from memory, the others
 // from L2 (a panel of 1024 f16 columns is 128 KiB). The tiles after the first prefetch
@@ -132,7 +208,9 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
-  static constexpr auto kTiles = tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
+  static constexpr auto kAvx512 = tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
+  static constexpr auto kAvx2 = avx2_tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
+  const auto& kTiles = active_isa() >= Isa::avx512 ? kAvx512 : kAvx2;
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
   const int64_t panel_bytes = w.stride * static_cast<int64_t>(sizeof(typename E::T));
   const int64_t share = tiles > 1 ? (panel_bytes + tiles - 2) / (tiles - 1) : 0;

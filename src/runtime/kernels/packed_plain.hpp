@@ -12,7 +12,7 @@
 // Why a packing: the row-major kernels' dot-product tile spends loads and horizontal sums
 // the broadcast form does not need; in cache the broadcast tile of 64 rows x 6 tokens
 // runs at 94-97% of one core's FMA peak where the row-major 4 x 6 tile runs at 72-90%
-// (docs/runtime.md, "Plain-dtype panels").
+// (docs/runtime.md, "Plain-dtype panels"). AVX2 has its own tiles over the same panels.
 #pragma once
 #include <span>
 
@@ -20,10 +20,10 @@
 
 namespace loom::kernels {
 
-// Whether the broadcast kernels run natively (AVX-512: F16C and integer widening for the
-// 16-bit dtypes): the runtime prefers these packings only then; elsewhere a packed weight
-// still works through the scalar family, which computes the same bits slowly.
-inline bool packed_plain_native() noexcept { return active_isa() >= Isa::avx512; }
+// Whether the broadcast kernels run natively (AVX-512, or AVX2 with FMA and F16C: loom's
+// avx2 level): the runtime prefers these packings only then; at the scalar level a packed
+// weight still works through the scalar family, which computes the same bits slowly.
+inline bool packed_plain_native() noexcept { return active_isa() >= Isa::avx2; }
 
 // The products of f32_x64, f16_x64 and bf16_x64: Y[t, r] = dot(W[r, :], X[t, :])
 // (+ bias[r]), panels split over the pool; linear() finds them through packed_products().
