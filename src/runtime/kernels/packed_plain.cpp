@@ -2,6 +2,7 @@
 // an AVX-512 and an AVX2 tile family and the scalar family, the same fma chain per output.
 #include "runtime/kernels/packed_plain.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -23,7 +24,8 @@ static_assert(kVectors * 16 == kPanelRows);
 // 2 weights and a broadcast (15 of 16 ymm).
 constexpr int kMaxTokens = 6;
 
-// Each dtype's element: its packing, a scalar widening and a 16-lane one.
+// Each dtype's element: its packing, a scalar widening, a 16-lane (AVX-512) and an 8-lane
+// (AVX2) one.
 struct F32 {
   using T = float;
   static constexpr Packing packing = Packing::f32_x64;
@@ -125,6 +127,7 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
 // kPull (the first pass over a panel) each column 2 KiB ahead is prefetched whole, so the
 // later passes, which each read part of every column, find it in L1/L2: without, f32 at
 // 8 tokens ran at half the rate (its 256-byte columns read a quarter at a time from L3).
+// The last columns' prefetches point past the panel (a prefetch never faults).
 template <class E, int V, int T, bool kPull = false>
 LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
                                 float* y, int64_t ys, int64_t valid) {
@@ -202,9 +205,11 @@ constexpr std::array<TileFn, sizeof...(I)> avx2_tiles_of(std::integer_sequence<i
 
 // Panels [p0, p1) against every token: each panel meets the token tiles (balanced widths
 // of at most kMaxTokens) one after another, the first reading it from memory, the others
-// from L2 (a panel of 1024 f16 columns is 128 KiB). The tiles after the first prefetch
-// the next panel into L2, a share each, spread over their columns, so the first tile of
-// the next panel finds it there instead of waiting on the bus.
+// from L2 (a panel of 1024 f16 columns is 128 KiB). On AVX-512 the tiles after the first
+// prefetch the next panel into L2, a share each, at most one line a column (so with few
+// tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
+// every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
+// pull each panel themselves (tile_avx2).
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
