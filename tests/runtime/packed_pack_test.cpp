@@ -1,4 +1,5 @@
-// Packs that store kernel-native layouts (PackOptions::repack, `loom convert --repack`):
+// Packs that store kernel-native layouts (PackOptions::repack, `loom convert --repack`),
+// q8_0 panels and f16 panels:
 // what the index and provenance say, a load that maps the panels as stored, a load on a
 // CPU whose kernels do not read them (unpacked, with a note), a load that asks for
 // another dtype, conversion back to rows, and index entries the loader must refuse.
@@ -262,4 +263,56 @@ TEST_CASE("packed packs: index entries whose packing the loader cannot use are r
   what = load_error(embd);
   CHECK(what.find("in a slot that does not read it as one whole projection matrix") != std::string::npos);
   CHECK(what.find("token_embd") != std::string::npos);
+}
+
+TEST_CASE("packed packs: an f16 pack written with --repack stores f16_x64 panels, maps them, and unpacks them at the scalar level") {
+  const loom::ModelConfig c = config();
+  t::TempDir dir;
+  loom::export_model(c, t::random_weights(c, 72), dir / "src", loom::ExportFormat::safetensors);
+  auto f16_pack = [](loom::RepackMode repack) {
+    loom::PackOptions o;
+    o.load = t::quiet_load_options();
+    o.dtype = DType::f16;
+    o.repack = repack;
+    return o;
+  };
+  loom::write_pack(dir / "src", dir / "rows", f16_pack(loom::RepackMode::off));
+  loom::write_pack(dir / "src", dir / "packed", f16_pack(loom::RepackMode::automatic));
+  CHECK(loom::verify_pack(dir / "packed").empty());
+  const std::string index = t::read_file_text(dir / "packed" / "index.json");
+  if (loom::kernels::preferred_packing(DType::f16) != Packing::f16_x64) {
+    WARN("SKIPPED: this CPU's kernels have no f16 panel layout (no AVX2): the pack holds rows");
+    CHECK(index.find("\"repacked\"") == std::string::npos);
+    return;
+  }
+  const int64_t projections = projection_count(c);
+  CHECK(index.find("\"layout\": \"repacked\",\n      \"packing\": \"f16_x64\"") != std::string::npos);
+  CHECK(index.find("\"f16_x64\": " + std::to_string(projections)) != std::string::npos);
+
+  const auto model = loom::load_model(dir / "packed", load_options());
+  const loom::LoadReport& r = *model->load_report();
+  CHECK(r.stored_packed_tensors == projections);
+  CHECK(r.memory.owned_weight_bytes == 0);
+  CHECK(model->weights().output.packing() == Packing::f16_x64);
+  CHECK(model->weights().token_embd.packing() == Packing::none);
+  const auto& rec = record(r, "output");
+  CHECK(rec.zero_copy);
+  CHECK(rec.layout_change == "f16_x64 as stored");
+  // 120 rows stored as 2 panels of 64, every column of each.
+  const int64_t hidden = c.hidden_size;
+  CHECK(rec.stored_bytes == static_cast<uint64_t>(2 * 64 * hidden * 2));
+  const auto rows = loom::load_model(dir / "rows", load_options());
+  t::check_same_rows(*rows, *model);
+  const auto repacking = loom::load_model(dir / "rows", load_options(std::nullopt, loom::RepackMode::automatic));
+  CHECK(repacking->load_report()->repacked_tensors == projections);
+  CHECK(t::same_bits(logits_of(model), logits_of(repacking)));
+
+  // At the scalar level no kernel reads panels: unpacked to rows, with the note.
+  t::IsaScope scalar(loom::Isa::scalar);
+  const auto unpacked = loom::load_model(dir / "packed", load_options());
+  CHECK(unpacked->load_report()->stored_packed_tensors == 0);
+  CHECK(unpacked->weights().output.packing() == Packing::none);
+  CHECK(has_note(*unpacked->load_report(), std::to_string(projections) + " matrices stored as f16_x64"));
+  const auto rows_here = loom::load_model(dir / "rows", load_options());
+  CHECK(t::same_bits(logits_of(unpacked), logits_of(rows_here)));
 }
