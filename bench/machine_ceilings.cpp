@@ -202,6 +202,30 @@ LOOM_TARGET_AVX2 int64_t dot_loop_avx2(int64_t iterations) {
 
 }  // namespace
 
+namespace {
+
+// The probe's memory, made once per process (a benchmark probes again after each of its
+// rows, and faulting in 3 GiB costs seconds): a 2 GiB owned buffer allocated like
+// converted weights (Storage asks for huge pages on large buffers), every page touched
+// before timing, and a 1 GiB mapped file (null where the temp directory cannot hold it).
+const float* owned_probe_buffer(size_t& n) {
+  n = (size_t{2} << 30) / sizeof(float);
+  static const auto storage = [] {
+    const size_t bytes = size_t{2} << 30;
+    auto s = Storage::allocate(bytes);
+    std::memset(s->mutable_data(), 0, bytes);
+    return s;
+  }();
+  return reinterpret_cast<const float*>(storage->data());
+}
+const float* mapped_probe_buffer(size_t& n) {
+  static const MappedProbeFile mapped(size_t{1} << 30);
+  n = mapped.bytes / sizeof(float);
+  return mapped.data();
+}
+
+}  // namespace
+
 BandwidthProbe probe_read_bandwidth(int threads) {
   ThreadPool pool(threads);
   BandwidthProbe probe;
@@ -215,19 +239,24 @@ BandwidthProbe probe_read_bandwidth(int threads) {
       }
     }
   };
-  // Made once per process (a benchmark probes again after each of its rows, and faulting
-  // in 3 GiB costs seconds): allocated like converted weights (Storage asks for huge
-  // pages on large buffers), every page touched before timing.
-  const size_t n = (size_t{2} << 30) / sizeof(float);
-  static const auto storage = [n] {
-    auto s = Storage::allocate(n * sizeof(float));
-    std::memset(s->mutable_data(), 0, n * sizeof(float));
-    return s;
-  }();
-  run_all("owned", reinterpret_cast<const float*>(storage->data()), n);
-  static const MappedProbeFile mapped(size_t{1} << 30);
-  if (mapped.data() != nullptr) run_all("mapped", mapped.data(), mapped.bytes / sizeof(float));
+  size_t n = 0;
+  const float* owned = owned_probe_buffer(n);
+  run_all("owned", owned, n);
+  if (const float* mapped = mapped_probe_buffer(n)) run_all("mapped", mapped, n);
   return probe;
+}
+
+double measure_read_variant_gbs(int threads, const std::string& variant, int passes) {
+  ThreadPool pool(threads);
+  for (const char* memory : {"owned", "mapped"}) {
+    for (const auto& pattern : kPatterns) {
+      if (variant != std::string(memory) + " " + pattern.name) continue;
+      size_t n = 0;
+      const float* data = memory == std::string("owned") ? owned_probe_buffer(n) : mapped_probe_buffer(n);
+      return data == nullptr ? 0.0 : best_pass_gbs(data, n, kernel_for(pattern), pool, passes);
+    }
+  }
+  return 0.0;
 }
 
 double measure_read_bandwidth_gbs(int threads) { return probe_read_bandwidth(threads).best_gbs; }

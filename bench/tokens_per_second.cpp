@@ -7,7 +7,10 @@
 // For each dtype and thread count it prints prefill tokens/s (one batched pass over a
 // `prompt`-token prompt) and decode tokens/s (`steps` single-token steps after it), then
 // achieved weight-read GB/s in decode over the measured streaming-read bandwidth (the
-// best of several read patterns over owned and mapped memory: machine_ceilings.hpp), and
+// best of several read patterns over owned and mapped memory: machine_ceilings.hpp;
+// "of bw": over the best probe of the run, "paired": the median over the repetitions of
+// each decode's GB/s over the best pattern's GB/s read right after it, the same
+// minute's ceiling on a VM whose bandwidth drifts), and
 // achieved GFLOP/s in prefill over the measured fp32 FMA peak (the int8 dot-product peak
 // for quantized weights, marked "int8"). With --repack auto (default: off and auto) each
 // dtype that has a kernel-native layout on this CPU gets a second row with its matrices
@@ -60,9 +63,11 @@ int main(int argc, char** argv) {
 
   std::printf("machine: isa %s\n", std::string(loom::isa_name(loom::active_isa())).c_str());
   std::map<int, double> bandwidth, peak, int8_peak;
+  std::map<int, std::string> best_variant;
   for (int t : thread_counts) {
     const auto probe = loom::bench::probe_read_bandwidth(t);
     bandwidth[t] = probe.best_gbs;
+    best_variant[t] = probe.best;
     peak[t] = loom::bench::measure_fma_peak_gflops(t);
     int8_peak[t] = loom::bench::measure_int8_dot_peak_gops(t);
     std::printf("machine: %d thread(s): streaming read %.1f GB/s (%s), fp32 FMA peak %.1f GFLOP/s, int8 dot peak %.1f GOP/s\n",
@@ -76,8 +81,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads),
               static_cast<long long>(config.n_kv_heads), static_cast<long long>(config.intermediate_size),
               static_cast<long long>(config.vocab_size), matrix_params(config) / 1e6);
-  std::printf("%-7s %-9s %3s %12s %12s %10s %8s %8s %12s %8s\n", "dtype", "layout", "thr", "prefill t/s",
-              "decode t/s", "dec GB/s", "bw GB/s", "of bw", "pre GFLOP/s", "of peak");
+  std::printf("%-7s %-9s %3s %12s %12s %10s %8s %8s %8s %12s %8s\n", "dtype", "layout", "thr", "prefill t/s",
+              "decode t/s", "dec GB/s", "bw GB/s", "of bw", "paired", "pre GFLOP/s", "of peak");
 
   std::vector<int32_t> tokens(static_cast<size_t>(prompt));
   for (int i = 0; i < prompt; ++i) tokens[static_cast<size_t>(i)] = (i * 7919 + 13) % static_cast<int>(config.vocab_size);
@@ -103,7 +108,7 @@ int main(int argc, char** argv) {
         o.n_threads = t;
         o.context_length = prompt + steps + 1;
         loom::Session s(model, o);
-        std::vector<double> prefill_s, decode_s;
+        std::vector<double> prefill_s, decode_s, paired;
         for (int r = 0; r < reps; ++r) {
           s.reset();
           auto t0 = Clock::now();
@@ -112,6 +117,9 @@ int main(int argc, char** argv) {
           t0 = Clock::now();
           for (int i = 0; i < steps; ++i) s.step((i * 31 + 7) % static_cast<int>(config.vocab_size));
           decode_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+          // The same minute's ceiling: the start-up probe's best read pattern, right after.
+          const double ceiling = loom::bench::measure_read_variant_gbs(t, best_variant[t], 2);
+          if (ceiling > 0.0) paired.push_back(bytes * steps / decode_s.back() / 1e9 / ceiling);
         }
         // This kind of machine is a VM whose memory bandwidth drifts (the probe read 32 to
         // 61 GB/s with 2 threads within minutes), so each row's ceiling is the better of the
@@ -123,9 +131,10 @@ int main(int argc, char** argv) {
         const double pre_gflops = prefill_flops / median(prefill_s) / 1e9;
         // Quantized prefill runs on int8 dot products: its share is of the int8 peak.
         const double row_peak = loom::is_quantized(*dtype) ? int8_peak[t] : peak[t];
-        std::printf("%-7s %-9s %3d %12.1f %12.2f %10.2f %8.1f %7.0f%% %12.1f %7.0f%%%s\n", dname.c_str(),
+        std::printf("%-7s %-9s %3d %12.1f %12.2f %10.2f %8.1f %7.0f%% %7.0f%% %12.1f %7.0f%%%s\n", dname.c_str(),
                     loom::bench::layout_of(*model).c_str(), t, pre_tps,
-                    dec_tps, dec_gbs, bandwidth[t], 100.0 * dec_gbs / bandwidth[t], pre_gflops,
+                    dec_tps, dec_gbs, bandwidth[t], 100.0 * dec_gbs / bandwidth[t],
+                    paired.empty() ? 0.0 : 100.0 * median(paired), pre_gflops,
                     100.0 * pre_gflops / row_peak, loom::is_quantized(*dtype) ? " int8" : "");
         std::fflush(stdout);
       }
