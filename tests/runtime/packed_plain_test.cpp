@@ -91,37 +91,43 @@ TEST_CASE("packing: f32_x64, f16_x64 and bf16_x64 put element (r, k) at 64k + r 
 
 TEST_CASE("packed f32, f16, bf16: each output is one fma chain over k from +0, as written here, at every batch size") {
   std::mt19937 rng(12);
-  loom::ThreadPool two(2);
+  loom::ThreadPool one(1), two(2);
   for (const Case& c : kCases) {
-    const int64_t rows = 70, cols = 48;  // two panels, the second with 6 rows
-    const Tensor w = random_plain(c.dtype, rows, cols, rng);
-    const Tensor p = loom::pack(w, c.packing);
-    std::vector<float> wf(static_cast<size_t>(rows * cols));
-    loom::convert(c.dtype, w.raw_data(), DType::f32, wf.data(), wf.size());
-    for (const int64_t n : {1, 2, 3, 4, 7, 13}) {
-      INFO(loom::dtype_name(c.dtype) << ", " << n << " tokens");
-      const std::vector<float> x = t::normal_floats(n * cols, rng);
-      // Sentinels after each token's outputs: the padded panel rows must not be written.
-      const int64_t ys = rows + 8;
-      std::vector<float> expected(static_cast<size_t>(n * ys), -7.0f);
-      for (int64_t tk = 0; tk < n; ++tk) {
-        for (int64_t r = 0; r < rows; ++r) {
-          float acc = 0.0f;
-          for (int64_t k = 0; k < cols; ++k) {
-            acc = std::fma(wf[static_cast<size_t>(r * cols + k)], x[static_cast<size_t>(tk * cols + k)], acc);
+    // Two panels, the second with 6 rows; eight panels, the last with 24 rows (one
+    // thread's AVX-512 decode takes them four at a time, panel i of each quarter: the
+    // partial panel among them); nine panels (two rounds of four, then one alone).
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{70, 48}, {472, 32}, {576, 32}}) {
+      const Tensor w = random_plain(c.dtype, rows, cols, rng);
+      const Tensor p = loom::pack(w, c.packing);
+      std::vector<float> wf(static_cast<size_t>(rows * cols));
+      loom::convert(c.dtype, w.raw_data(), DType::f32, wf.data(), wf.size());
+      for (const int64_t n : {1, 2, 3, 4, 7, 13}) {
+        INFO(loom::dtype_name(c.dtype) << " " << rows << " x " << cols << ", " << n << " tokens");
+        const std::vector<float> x = t::normal_floats(n * cols, rng);
+        // Sentinels after each token's outputs: the padded panel rows must not be written.
+        const int64_t ys = rows + 8;
+        std::vector<float> expected(static_cast<size_t>(n * ys), -7.0f);
+        for (int64_t tk = 0; tk < n; ++tk) {
+          for (int64_t r = 0; r < rows; ++r) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < cols; ++k) {
+              acc = std::fma(wf[static_cast<size_t>(r * cols + k)], x[static_cast<size_t>(tk * cols + k)], acc);
+            }
+            expected[static_cast<size_t>(tk * ys + r)] = acc;
           }
-          expected[static_cast<size_t>(tk * ys + r)] = acc;
         }
-      }
-      // Every ISA level's kernel (AVX-512 and AVX2 where the CPU has them, the scalar
-      // family): the same bits.
-      for (const loom::Isa isa : {loom::Isa::avx512, loom::Isa::avx2, loom::Isa::scalar}) {
-        if (isa > loom::best_supported_isa()) continue;
-        INFO("ISA level " << static_cast<int>(isa));
-        t::IsaScope cap(isa);
-        std::vector<float> y(static_cast<size_t>(n * ys), -7.0f);
-        loom::kernels::linear(p, nullptr, x.data(), cols, n, y.data(), ys, two);
-        CHECK(t::same_bits(y, expected));
+        // Every ISA level's kernel (AVX-512 and AVX2 where the CPU has them, the scalar
+        // family), on one thread and two: the same bits.
+        for (const loom::Isa isa : {loom::Isa::avx512, loom::Isa::avx2, loom::Isa::scalar}) {
+          if (isa > loom::best_supported_isa()) continue;
+          t::IsaScope cap(isa);
+          for (loom::ThreadPool* pool : {&one, &two}) {
+            INFO("ISA level " << static_cast<int>(isa) << ", " << pool->size() << " thread(s)");
+            std::vector<float> y(static_cast<size_t>(n * ys), -7.0f);
+            loom::kernels::linear(p, nullptr, x.data(), cols, n, y.data(), ys, *pool);
+            CHECK(t::same_bits(y, expected));
+          }
+        }
       }
     }
   }

@@ -90,10 +90,9 @@ struct Ahead {
 
 // AVX-512: one panel against T tokens, y[t * ys + r] for its `valid` rows. The four weight
 // vectors of a column are loaded (and widened) once for the T tokens, each x[t, k]
-// broadcast once for the four. Decode (T = 1) runs four independent FMA chains, which is
-// enough to keep the weight stream at the bus rate; no software prefetch: one sequential
-// stream per panel, which the hardware prefetchers follow (a prefetch 1-4 KiB ahead ran
-// 5-15% slower from memory on the Zen 4 kind, one thread).
+// broadcast once for the four. Decode (T = 1) comes here only for the panels left over
+// after decode4 (below) took them four at a time; T = 1 runs four independent FMA chains,
+// no software prefetch (one sequential stream, which the hardware prefetchers follow).
 template <class E, int T>
 LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const float* x, int64_t xs, float* y,
                              int64_t ys, int64_t valid, Ahead ahead) {
@@ -165,6 +164,37 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
   }
 }
 
+// AVX-512 decode over four distant panels at once (panel i of each quarter of a range):
+// four streams, each prefetched 256 bytes ahead into L1, sixteen FMA chains. One panel
+// stream left a thread short of the bus (docs/runtime.md, "Plain-dtype panels"); each
+// output is still one fma chain over k from +0, so the bits are tile<E, 1>'s.
+template <class E>
+LOOM_TARGET_AVX512 void decode4(const typename E::T* const* panels, int64_t cols, const float* x, float* const* y,
+                                const int64_t* valid) {
+  constexpr int64_t kAhead = 256 / static_cast<int64_t>(sizeof(typename E::T));
+  __m512 acc[4][kVectors];
+  _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
+    _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) acc[j][c] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < cols; ++k) {
+    const __m512 xb = _mm512_set1_ps(x[k]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
+      const typename E::T* column = panels[j] + k * kPanelRows;
+      _mm_prefetch(reinterpret_cast<const char*>(column + kAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(column + kAhead) + 64, _MM_HINT_T0);
+      _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
+        acc[j][c] = _mm512_fmadd_ps(E::load(column + 16 * c), xb, acc[j][c]);
+      }
+    }
+  }
+  _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
+    _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
+      const int64_t lanes = std::clamp<int64_t>(valid[j] - 16 * c, 0, 16);
+      _mm512_mask_storeu_ps(y[j] + 16 * c, static_cast<__mmask16>((uint32_t{1} << lanes) - 1), acc[j][c]);
+    }
+  }
+}
+
 using TileFn = void (*)(const void*, int64_t, const float*, int64_t, float*, int64_t, int64_t, Ahead);
 
 template <class E, int T>
@@ -209,13 +239,31 @@ constexpr std::array<TileFn, sizeof...(I)> avx2_tiles_of(std::integer_sequence<i
 // prefetch the next panel into L2, a share each, at most one line a column (so with few
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
-// pull each panel themselves (tile_avx2).
+// pull each panel themselves (tile_avx2). AVX-512 decode takes the range four panels at a
+// time (decode4), the remainder one by one.
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
   static constexpr auto kAvx512 = tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
   static constexpr auto kAvx2 = avx2_tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
-  const auto& kTiles = active_isa() >= Isa::avx512 ? kAvx512 : kAvx2;
+  const bool avx512 = active_isa() >= Isa::avx512;
+  const auto& kTiles = avx512 ? kAvx512 : kAvx2;
+  if (avx512 && n_tokens == 1) {
+    const int64_t part = (p1 - p0) / 4;
+    for (int64_t i = 0; i < part; ++i) {
+      const typename E::T* panels[4];
+      float* outs[4];
+      int64_t valid[4];
+      for (int j = 0; j < 4; ++j) {
+        const int64_t p = p0 + i + j * part;
+        panels[j] = w.data + p * w.stride;
+        outs[j] = y + p * kPanelRows;
+        valid[j] = w.valid_rows(p);
+      }
+      decode4<E>(panels, w.cols, x, outs, valid);
+    }
+    p0 += 4 * part;
+  }
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
   const int64_t panel_bytes = w.stride * static_cast<int64_t>(sizeof(typename E::T));
   const int64_t share = tiles > 1 ? (panel_bytes + tiles - 2) / (tiles - 1) : 0;
