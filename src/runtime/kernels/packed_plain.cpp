@@ -165,13 +165,15 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
 }
 
 // AVX-512 decode over four distant panels at once (panel i of each quarter of a range):
-// four streams, each prefetched 256 bytes ahead into L1, sixteen FMA chains. One panel
-// stream left a thread short of the bus (docs/runtime.md, "Plain-dtype panels"); each
-// output is still one fma chain over k from +0, so the bits are tile<E, 1>'s.
+// four streams, each prefetched 1 KiB ahead into L1 (every line of the column; 256
+// bytes and 2 KiB measured slower), sixteen FMA chains. One panel stream left a thread
+// short of the bus (docs/runtime.md, "Plain-dtype panels"); each output is still one
+// fma chain over k from +0, so the bits are tile<E, 1>'s.
 template <class E>
 LOOM_TARGET_AVX512 void decode4(const typename E::T* const* panels, int64_t cols, const float* x, float* const* y,
                                 const int64_t* valid) {
-  constexpr int64_t kAhead = 256 / static_cast<int64_t>(sizeof(typename E::T));
+  constexpr int64_t kAhead = 1024 / static_cast<int64_t>(sizeof(typename E::T));
+  constexpr int64_t kColumnBytes = kPanelRows * static_cast<int64_t>(sizeof(typename E::T));
   __m512 acc[4][kVectors];
   _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
     _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) acc[j][c] = _mm512_setzero_ps();
@@ -180,8 +182,9 @@ LOOM_TARGET_AVX512 void decode4(const typename E::T* const* panels, int64_t cols
     const __m512 xb = _mm512_set1_ps(x[k]);
     _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
       const typename E::T* column = panels[j] + k * kPanelRows;
-      _mm_prefetch(reinterpret_cast<const char*>(column + kAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(column + kAhead) + 64, _MM_HINT_T0);
+      _Pragma("GCC unroll 4") for (int64_t line = 0; line < kColumnBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(column + kAhead) + line, _MM_HINT_T0);
+      }
       _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
         acc[j][c] = _mm512_fmadd_ps(E::load(column + 16 * c), xb, acc[j][c]);
       }
@@ -314,7 +317,10 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   if (n_tokens <= 0) return;
   const Panels<E> panels = panels_of<E>(w);
   const bool native = packed_plain_native();
-  split_rows(pool, panels.panels, 1, n_tokens, [&](int64_t p0, int64_t p1) {
+  // Decode hands out panels in groups of four, so a thread's chunk feeds decode4 (with
+  // chunks of one or two panels, a 1024-row matrix at two threads never reached it).
+  const int64_t grain = n_tokens == 1 ? 4 : 1;
+  split_rows(pool, panels.panels, grain, n_tokens, [&](int64_t p0, int64_t p1) {
     if (native) {
       native_panels(panels, p0, p1, x, x_stride, n_tokens, y, y_stride);
     } else {
