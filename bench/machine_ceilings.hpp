@@ -31,9 +31,9 @@ BandwidthProbe probe_read_bandwidth(int threads);
 // probe_read_bandwidth(threads).best_gbs.
 double measure_read_bandwidth_gbs(int threads);
 // The best of `passes` passes of one variant (a name from BandwidthProbe::variants, e.g.
-// the best one of a full probe; 0 for an unknown name): a probe quick enough (a fraction
-// of a second) to take beside each timed run, on a machine whose bandwidth drifts from
-// minute to minute.
+// the best one of a full probe; 0 for an unknown name), after untimed passes until the
+// rate settles: a probe quick enough (about a second) to take beside each timed run, on
+// a machine whose bandwidth drifts from minute to minute.
 double measure_read_variant_gbs(int threads, const std::string& variant, int passes);
 // GFLOP/s of independent fp32 FMA chains on `threads` threads (AVX-512 when present).
 double measure_fma_peak_gflops(int threads);
