@@ -47,6 +47,19 @@ int main(int argc, char** argv) {
                                           {"--threads", "1,2"},  {"--prompt", "128"},
                                           {"--steps", "64"},     {"--reps", "3"},
                                           {"--repack", "off,auto"}};
+  const char* usage =
+      "usage: loom_tokens_per_second [--shape small|1b] [--dtype f32,f16,...] [--threads 1,2] [--prompt N]\n"
+      "                              [--steps N] [--reps N] [--repack off,auto]\n";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+  }
+  if (argc % 2 == 0) {  // a flag without its value
+    std::fprintf(stderr, "%s expects a value\n%s", argv[argc - 1], usage);
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
       std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --threads --prompt --steps --reps --repack)\n", argv[i]);
