@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
-      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --threads --prompt --steps --reps --repack)\n", argv[i]);
+      std::fprintf(stderr, "unknown flag %s\n%s", argv[i], usage);
       return 2;
     }
     args[argv[i]] = argv[i + 1];

@@ -18,6 +18,24 @@ namespace {
 using Plain = packed_layout::Plain;
 constexpr int64_t kPanelRows = Plain::rows;  // 64
 constexpr int kVectors = 4;                  // 16-lane vectors per column of a panel
+template <class E>
+constexpr int64_t kColumnBytes = kPanelRows * static_cast<int64_t>(sizeof(typename E::T));
+
+// Prefetches into L1 every line of the panel column kBytes past `column` (a prefetch never
+// faults, so the last columns' may point past the panel).
+template <class E, int64_t kBytes>
+[[gnu::always_inline]] inline void prefetch_column(const typename E::T* column) {
+  const char* ahead = reinterpret_cast<const char*>(column) + kBytes;
+  _Pragma("GCC unroll 4") for (int64_t line = 0; line < kColumnBytes<E>; line += 64) {
+    _mm_prefetch(ahead + line, _MM_HINT_T0);
+  }
+}
+
+// The store mask of vector c (16 lanes) of a panel column with `valid` rows.
+inline __mmask16 valid_lanes(int64_t valid, int c) {
+  const int64_t lanes = std::clamp<int64_t>(valid - 16 * c, 0, 16);
+  return static_cast<__mmask16>((uint32_t{1} << lanes) - 1);
+}
 static_assert(kVectors * 16 == kPanelRows);
 // The widest token tile: on AVX-512 4 x 6 accumulators, 4 weight vectors and a broadcast
 // (29 of the 32 zmm; a tile of 7 would leave no register for the broadcast); on AVX2 2 x 6,
@@ -115,8 +133,7 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
     }
   }
   _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
-    const int64_t lanes = std::clamp<int64_t>(valid - 16 * c, 0, 16);
-    const auto mask = static_cast<__mmask16>((uint32_t{1} << lanes) - 1);
+    const __mmask16 mask = valid_lanes(valid, c);
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys + 16 * c, mask, acc[c][t]);
   }
 }
@@ -130,17 +147,12 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
 template <class E, int V, int T, bool kPull = false>
 LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
                                 float* y, int64_t ys, int64_t valid) {
-  constexpr int64_t kColumnBytes = kPanelRows * static_cast<int64_t>(sizeof(typename E::T));
-  constexpr int64_t kPullColumns = 2048 / kColumnBytes;
   __m256 acc[V][T];
   _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) {
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[c][t] = _mm256_setzero_ps();
   }
   for (int64_t k = 0; k < cols; ++k) {
-    if constexpr (kPull) {
-      const auto* ahead = reinterpret_cast<const char*>(panel + (k + kPullColumns) * kPanelRows);
-      for (int64_t line = 0; line < kColumnBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-    }
+    if constexpr (kPull) prefetch_column<E, 2048>(panel + k * kPanelRows);
     const typename E::T* column = panel + k * kPanelRows + row0;
     __m256 w[V];
     _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) w[c] = E::load8(column + 8 * c);
@@ -172,8 +184,6 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
 template <class E>
 LOOM_TARGET_AVX512 void decode4(const typename E::T* const* panels, int64_t cols, const float* x, float* const* y,
                                 const int64_t* valid) {
-  constexpr int64_t kAhead = 1024 / static_cast<int64_t>(sizeof(typename E::T));
-  constexpr int64_t kColumnBytes = kPanelRows * static_cast<int64_t>(sizeof(typename E::T));
   __m512 acc[4][kVectors];
   _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
     _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) acc[j][c] = _mm512_setzero_ps();
@@ -182,9 +192,7 @@ LOOM_TARGET_AVX512 void decode4(const typename E::T* const* panels, int64_t cols
     const __m512 xb = _mm512_set1_ps(x[k]);
     _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
       const typename E::T* column = panels[j] + k * kPanelRows;
-      _Pragma("GCC unroll 4") for (int64_t line = 0; line < kColumnBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(column + kAhead) + line, _MM_HINT_T0);
-      }
+      prefetch_column<E, 1024>(column);
       _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
         acc[j][c] = _mm512_fmadd_ps(E::load(column + 16 * c), xb, acc[j][c]);
       }
@@ -192,8 +200,7 @@ LOOM_TARGET_AVX512 void decode4(const typename E::T* const* panels, int64_t cols
   }
   _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
     _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
-      const int64_t lanes = std::clamp<int64_t>(valid[j] - 16 * c, 0, 16);
-      _mm512_mask_storeu_ps(y[j] + 16 * c, static_cast<__mmask16>((uint32_t{1} << lanes) - 1), acc[j][c]);
+      _mm512_mask_storeu_ps(y[j] + 16 * c, valid_lanes(valid[j], c), acc[j][c]);
     }
   }
 }
