@@ -634,12 +634,15 @@ TEST_CASE("speculative: the adaptive length backs off to plain decoding when dra
   const auto r = loom::speculative_generate_from_tokens(s, sampler, nullptr, prompt, wrong.get(), {}, no_eos(200));
   CHECK(r.generation.tokens == want);
   CHECK(r.stats.accepted == 0);
-  // A first round of 2, a few rounds of one while the acceptance estimate falls, then
-  // probes of one every 16 plain rounds (timing noise may add a few): far from the 1600
-  // drafts of a fixed k = 8.
-  CHECK(r.stats.drafted < 60);
-  CHECK(r.stats.rounds_drafting < 50);
   CHECK(r.stats.target_passes == 200);
+  // A first round of 2, a few rounds of one while the acceptance estimate falls, then
+  // probes of one every 16 plain rounds: far from the 1600 drafts of a fixed k = 8. The
+  // choice rests on measured pass times, so the bounds leave room for a loaded machine
+  // (alone: under 60 drafts in under 50 rounds; beside the other suites under ctest -j2
+  // one run drafted 136 in 69 rounds). The exact back-off is checked with given times in
+  // the DraftLength tests below.
+  CHECK(r.stats.drafted < 400);
+  CHECK(r.stats.rounds_drafting < 150);
 }
 
 TEST_CASE("speculative: a sampler stage that throws mid-verification leaves the session consistent") {
