@@ -243,6 +243,10 @@ constexpr std::array<TileFn, sizeof...(I)> avx2_tiles_of(std::integer_sequence<i
   return {&avx2_panel<E, I + 1>...};
 }
 
+// Whether a product of n_tokens runs as decode4 on this machine (AVX-512 decode): its
+// panels are then taken four at a time, and run() hands them out in groups of four.
+bool decodes_in_fours(int64_t n_tokens) noexcept { return n_tokens == 1 && active_isa() >= Isa::avx512; }
+
 // Panels [p0, p1) against every token: each panel meets the token tiles (balanced widths
 // of at most kMaxTokens) one after another, the first reading it from memory, the others
 // from L2 (a panel of 1024 f16 columns is 128 KiB). On AVX-512 the tiles after the first
@@ -258,7 +262,7 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   static constexpr auto kAvx2 = avx2_tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
   const bool avx512 = active_isa() >= Isa::avx512;
   const auto& kTiles = avx512 ? kAvx512 : kAvx2;
-  if (avx512 && n_tokens == 1) {
+  if (decodes_in_fours(n_tokens)) {
     const int64_t part = (p1 - p0) / 4;
     for (int64_t i = 0; i < part; ++i) {
       const typename E::T* panels[4];
@@ -331,8 +335,7 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   // two threads, loom_ab_builds: grain one over four, f32 1.026x and 1.028x, f16 1.038x
   // and 1.077x). On AVX-512, groups only where every thread gets one measured the same as
   // groups everywhere (f16 1.028x / 0.999x, f32 0.985x / 0.963x), so that stays simple.
-  const bool decode4 = native && n_tokens == 1 && active_isa() >= Isa::avx512;
-  const int64_t grain = decode4 ? 4 : 1;
+  const int64_t grain = native && decodes_in_fours(n_tokens) ? 4 : 1;
   split_rows(pool, panels.panels, grain, n_tokens, [&](int64_t p0, int64_t p1) {
     if (native) {
       native_panels(panels, p0, p1, x, x_stride, n_tokens, y, y_stride);
