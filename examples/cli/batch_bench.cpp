@@ -85,8 +85,8 @@ void batch_bench(const std::shared_ptr<const Model>& model, const BatchBenchOpti
   if (!o.json) {
     std::fprintf(out, "model    %s (%s, %.1f MB of weights)\n", o.model_name.c_str(),
                  model->config().architecture.c_str(), static_cast<double>(model->weight_bytes()) / 1e6);
-    std::fprintf(out, "threads  %d; %d-token prompts, %d decode passes, median of %d reps\n", pool->size(),
-                 o.prompt_tokens, o.gen_tokens, o.reps);
+    std::fprintf(out, "threads  %d; %d-token prompts, %d decode passes, median of %d reps; KV cache in %s\n",
+                 pool->size(), o.prompt_tokens, o.gen_tokens, o.reps, std::string(dtype_name(o.kv_dtype)).c_str());
   }
   for (const int64_t b : o.batch_sizes) {
     // Deterministic, different prompts per sequence.
@@ -101,6 +101,7 @@ void batch_bench(const std::shared_ptr<const Model>& model, const BatchBenchOpti
     BatchOptions bo;
     bo.max_sequences = b;
     bo.context_length = o.prompt_tokens + o.gen_tokens + 1;
+    bo.kv_dtype = o.kv_dtype;
     bo.token_budget = std::max<int64_t>(bo.token_budget, b);  // every decode token in one pass
     bo.pool = pool;
     Batch batch(model, bo);
@@ -125,6 +126,7 @@ void batch_bench(const std::shared_ptr<const Model>& model, const BatchBenchOpti
           .field("prompt_tokens", o.prompt_tokens)
           .field("gen_tokens", o.gen_tokens)
           .field("reps", o.reps)
+          .field("kv_type", dtype_name(o.kv_dtype))
           .field("model", o.model_name)
           .field("prefill_seconds", pre_s)
           .field("decode_seconds", dec_s)

@@ -23,6 +23,7 @@ struct BatchBenchOptions {
   int gen_tokens = 64;
   int reps = 5;
   int n_threads = 0;
+  DType kv_dtype = DType::f32;  // the KV cache's entries (--kv-type)
   bool json = false;
   std::string model_name;  // for the report
 };

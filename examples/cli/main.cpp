@@ -62,6 +62,15 @@ const FlagSpec kRepack{"--repack", Kind::choice,
                        "auto: copy matrices into their kernel's fastest layout where this CPU has one (quantized types: AVX-512 VNNI; f32/f16/bf16: AVX-512 or AVX2); off (default): as stored",
                        {"off", "auto"}};
 
+// The KV cache's entries: f32 (loom's default: the attention reads keys and values as the
+// forward pass computed them) or f16 (half the cache, and half the bytes each decode step's
+// attention reads; llama.cpp's default cache type).
+const FlagSpec kKvType{"--kv-type", Kind::choice,
+                       "KV cache entries' dtype: f32 (default) or f16 (half the memory and the bytes attention reads)",
+                       {"f32", "f16"}};
+
+loom::DType kv_type_flag(const Args& a) { return a.text("--kv-type", "f32") == "f16" ? loom::DType::f16 : loom::DType::f32; }
+
 loom::RepackMode repack_flag(const Args& a) {
   return a.text("--repack", "off") == "auto" ? loom::RepackMode::automatic : loom::RepackMode::off;
 }
@@ -197,6 +206,8 @@ RunSetup prepare_run(const Args& a, bool with_session = true) {
   loom::LoadOptions lo;
   lo.target_dtype = dtype_flag(a);
   lo.repack = repack_flag(a);
+  lo.kv_dtype = kv_type_flag(a);
+  lo.kv_context = a.integer("--ctx", 0);
   r.model = load_with_progress(path, lo);
   if (!a.has("--no-report")) std::fprintf(stderr, "%s", r.model->load_report()->to_text(a.has("--trace")).c_str());
   if (!r.model->tokenizer()) throw loom::Error(loom::ErrorCode::unsupported, "the model has no tokenizer to run with", {.file = path.string()});
@@ -204,6 +215,7 @@ RunSetup prepare_run(const Args& a, bool with_session = true) {
   loom::SessionOptions so;
   so.n_threads = static_cast<int>(a.integer("--threads", 0));
   so.context_length = a.integer("--ctx", 0);
+  so.kv_dtype = kv_type_flag(a);
   if (trace_forward) so.trace = loom::cli::forward_tracer(std::move(trace_options));
   if (with_session) r.session = std::make_unique<loom::Session>(r.model, so);
   // Sampling and length: loom's defaults, then the model's generation_config.json, then
@@ -294,6 +306,7 @@ int cmd_run_parallel(const Args& a) {
   o.parallel = parallel;
   o.context_length = a.integer("--ctx", 0);
   o.n_threads = static_cast<int>(a.integer("--threads", 0));
+  o.kv_dtype = kv_type_flag(a);
   o.sampler = setup.sampler_params;
   o.generate = setup.go;
   return loom::cli::parallel_run(setup.model, prompts, o, stdout, stderr);
@@ -564,6 +577,7 @@ int cmd_bench(const Args& a) {
     sb.gen_tokens = gen_tokens;
     sb.reps = a.has("--reps") ? reps : 3;
     sb.n_threads = static_cast<int>(a.integer("--threads", 0));
+    sb.kv_dtype = kv_type_flag(a);
     sb.json = a.has("--json");
     sb.model_name = path.string();
     const int64_t vocab = model->config().vocab_size;
@@ -582,6 +596,7 @@ int cmd_bench(const Args& a) {
     bb.gen_tokens = gen_tokens;
     bb.reps = reps;
     bb.n_threads = static_cast<int>(a.integer("--threads", 0));
+    bb.kv_dtype = kv_type_flag(a);
     bb.json = a.has("--json");
     bb.model_name = path.string();
     loom::cli::batch_bench(model, bb, stdout);
@@ -590,6 +605,7 @@ int cmd_bench(const Args& a) {
   loom::SessionOptions so;
   so.n_threads = static_cast<int>(a.integer("--threads", 0));
   so.context_length = prompt_tokens + gen_tokens + 1;
+  so.kv_dtype = kv_type_flag(a);
   loom::Session s(model, so);
   const int64_t vocab = model->config().vocab_size;
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
@@ -613,7 +629,7 @@ int cmd_bench(const Args& a) {
   const double dec_med = loom::median(dec);
   std::printf("model    %s (%s, %.1f MB of weights)\n", path.c_str(), model->config().architecture.c_str(),
               static_cast<double>(model->weight_bytes()) / 1e6);
-  std::printf("threads  %d\n", s.pool().size());
+  std::printf("threads  %d; KV cache in %s\n", s.pool().size(), std::string(loom::dtype_name(so.kv_dtype)).c_str());
   std::printf("prefill  %d tokens: median %.4f s, %.1f tok/s (%d reps)\n", prompt_tokens, pre_med, prompt_tokens / pre_med, reps);
   std::printf("decode   %d tokens: median %.4f s, %.1f tok/s, %.2f GB/s of weights\n", gen_tokens, dec_med,
               gen_tokens / dec_med, static_cast<double>(model->weight_bytes()) * gen_tokens / dec_med / 1e9);
@@ -652,6 +668,7 @@ int cmd_serve(const Args& a) {
   o.queue = a.integer("--queue", 64);
   if (o.queue < 1) throw UsageError("--queue must be at least 1");
   o.n_threads = static_cast<int>(a.integer("--threads", 0));
+  o.kv_dtype = kv_type_flag(a);
   o.api_key = a.text("--api-key");
   if (o.api_key.empty()) {
     if (const char* k = std::getenv("LOOM_API_KEY"); k) o.api_key = k;
@@ -674,6 +691,9 @@ int cmd_serve(const Args& a) {
   loom::LoadOptions lo;
   lo.target_dtype = dtype_flag(a);
   lo.repack = repack_flag(a);
+  lo.kv_dtype = o.kv_dtype;
+  lo.kv_context = o.context_length;
+  lo.kv_batch = o.parallel;
   auto model = load_with_progress(path, lo);
   if (!a.has("--no-report")) std::fprintf(stderr, "%s", model->load_report()->to_text(false).c_str());
   return loom::cli::serve(model, o);
@@ -698,6 +718,7 @@ std::vector<FlagSpec> with_generation_flags(std::vector<FlagSpec> flags) {
         {"--ctx", Kind::integer, "context length (default: the model's, at most 4096)", {}, "N"},
         kDtype,
         kRepack,
+        kKvType,
         {"--no-report", Kind::flag, "do not print the load report"},
         {"--trace", Kind::flag, "print the per-tensor load trace"},
         {"--trace-forward", Kind::flag, "per forward pass, stage and layer: shape, min/max/mean, NaN/Inf counts (stderr)"},
@@ -760,7 +781,7 @@ std::vector<Command> commands() {
        "aggregate over the batch. With --speculative, for each drafter given: greedy generation of\n"
        "--gen-tokens, speculative and plain in the same run (the same tokens), with the acceptance\n"
        "rate and tokens per target pass.",
-       {kModel, kThreads, kDtype, kRepack, {"--prompt-tokens", Kind::integer, "prompt length (default 128)", {}, "N"},
+       {kModel, kThreads, kDtype, kRepack, kKvType, {"--prompt-tokens", Kind::integer, "prompt length (default 128)", {}, "N"},
         {"--gen-tokens", Kind::integer, "decode steps (default 64)", {}, "N"}, {"--reps", Kind::integer, "repetitions (default 5)", {}, "N"},
         {"--batch", Kind::text, "batch sizes to measure, e.g. 1,2,4,8,16", {}, "B,B,..."},
         {"--json", Kind::flag, "with --batch or --speculative: one JSON object per line, nothing else on stdout"},
@@ -795,7 +816,7 @@ std::vector<Command> commands() {
         {"--max-body", Kind::integer, "largest request body in bytes (default 1048576)", {}, "BYTES"},
         {"--drain-timeout", Kind::number, "seconds running requests may finish at shutdown (default 10)", {}, "S"},
         {"--quiet", Kind::flag, "no access log"},
-        kThreads, kDtype, kRepack, {"--no-report", Kind::flag, "do not print the load report"}, kHelp},
+        kThreads, kDtype, kRepack, kKvType, {"--no-report", Kind::flag, "do not print the load report"}, kHelp},
        cmd_serve},
 #endif
   };

@@ -97,6 +97,7 @@ int parallel_run(std::shared_ptr<const Model> model, const std::vector<std::stri
   bo.max_sequences = live_max;
   bo.context_length = options.context_length;
   bo.n_threads = options.n_threads;
+  bo.kv_dtype = options.kv_dtype;
   const int64_t context =
       options.context_length > 0 ? options.context_length : std::min<int64_t>(model->config().max_positions, 4096);
   const int64_t reach = std::max<int64_t>(1, std::min<int64_t>(context, longest + std::max<int32_t>(go.max_tokens, 1)));

@@ -31,6 +31,7 @@ struct ParallelRunOptions {
   int64_t parallel = 1;        // sequences decoded together at most
   int64_t context_length = 0;  // per sequence; 0: the Batch's default
   int n_threads = 0;
+  DType kv_dtype = DType::f32;  // the KV cache's entries
   SamplerParams sampler;       // seed + i for sequence i
   GenerateOptions generate;    // max_tokens, stop_strings, add_special, parse_special, stop_at_eos
   bool stats = true;           // per-sequence lines on `err`

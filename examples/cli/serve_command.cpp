@@ -58,6 +58,7 @@ int serve(std::shared_ptr<const Model> model, const ServeCommandOptions& o) {
   so.scheduler.context_length = o.context_length;
   so.scheduler.queue_capacity = o.queue;
   so.scheduler.n_threads = o.n_threads;
+  so.scheduler.kv_dtype = o.kv_dtype;
   if (o.kv_pool_tokens > 0) so.scheduler.pool_tokens = o.kv_pool_tokens;
   so.scheduler.pool_bytes = o.kv_pool_bytes;
   if (!o.access_log) {
@@ -68,9 +69,10 @@ int serve(std::shared_ptr<const Model> model, const ServeCommandOptions& o) {
   server::Server server(std::move(model), so);
   const int port = server.start();
   const int64_t blocks = server.scheduler().stats().blocks_total;
-  std::printf("loom serve: listening on http://%s:%d (model %s, %lld sequences x %lld tokens, %lld KV blocks%s)\n",
+  std::printf("loom serve: listening on http://%s:%d (model %s, %lld sequences x %lld tokens, %lld KV blocks in %s%s)\n",
               o.host.c_str(), port, o.model_name.c_str(), static_cast<long long>(o.parallel),
               static_cast<long long>(server.scheduler().context_length()), static_cast<long long>(blocks),
+              std::string(dtype_name(o.kv_dtype)).c_str(),
               o.api_key.empty() ? "" : ", API key required");
   std::fflush(stdout);
   const int sig = server::wait_for_shutdown_signal();

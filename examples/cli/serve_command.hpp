@@ -20,6 +20,7 @@ struct ServeCommandOptions {
   int64_t kv_pool_bytes = 0;
   int64_t queue = 64;
   int n_threads = 0;
+  DType kv_dtype = DType::f32;  // the KV cache's entries (--kv-type)
   std::string api_key;
   std::string model_name;
   std::string chat_template;       // source

@@ -55,6 +55,7 @@ void speculative_bench(const std::shared_ptr<const Model>& target, const std::sh
   SessionOptions so;
   so.n_threads = o.n_threads;
   so.context_length = static_cast<int64_t>(o.prompt.size()) + o.gen_tokens + 1;
+  so.kv_dtype = o.kv_dtype;
   Session session(target, so);
   SamplerParams sp;
   sp.temperature = 0.0f;

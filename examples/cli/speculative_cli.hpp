@@ -52,6 +52,7 @@ struct SpeculativeBenchOptions {
   int gen_tokens = 64;
   int reps = 3;
   int n_threads = 0;
+  DType kv_dtype = DType::f32;  // the target's KV cache entries (--kv-type)
   bool json = false;
   std::string model_name;
 };

@@ -142,6 +142,7 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
   BatchOptions bo;
   bo.max_sequences = options_.parallel;
   bo.context_length = options_.context_length;
+  bo.kv_dtype = options_.kv_dtype;
   bo.pool = impl_->pool;
   context_length_ = options_.context_length > 0 ? options_.context_length
                                                 : std::min<int64_t>(model_->config().max_positions, 4096);
@@ -335,6 +336,7 @@ void Scheduler::run() {
     if (!s.session) {
       SessionOptions so;
       so.context_length = context_length_;
+      so.kv_dtype = options_.kv_dtype;
       so.pool = s.pool;
       s.session = std::make_unique<Session>(model_, so);
     }

@@ -94,6 +94,7 @@ struct SchedulerOptions {
   int64_t pool_bytes = 0;      // in bytes; both 0: parallel full contexts
   int64_t queue_capacity = 64; // jobs waiting at most; more are refused
   int n_threads = 0;           // compute threads; 0: hardware threads
+  DType kv_dtype = DType::f32; // KV cache entries: f32 or f16
 };
 
 // Counters and gauges for /metrics, readable from any thread.

@@ -116,6 +116,30 @@ TEST_CASE("scheduler: jobs decoded together each equal loom::generate run alone"
   CHECK(st.jobs_total == 6);
 }
 
+TEST_CASE("scheduler: an f16 KV cache holds twice the blocks in the same bytes, and jobs equal f16 lone runs") {
+  s::SchedulerOptions so;
+  so.parallel = 2;
+  so.pool_bytes = 1 << 20;
+  const int64_t f32_blocks = s::Scheduler(demo(), so).stats().blocks_total;
+  so.kv_dtype = loom::DType::f16;
+  s::Scheduler sch(demo(), so);
+  CHECK(sch.stats().blocks_total == 2 * f32_blocks);
+  s::Scheduler::Admission a{};
+  auto ch = sch.submit(greedy_job("Once upon a time", 24), a);
+  REQUIRE(a == s::Scheduler::Admission::accepted);
+  const Outcome o = collect(*ch, 1);
+  REQUIRE(o.status == 0);
+  loom::SessionOptions lone_options;
+  lone_options.kv_dtype = loom::DType::f16;
+  loom::Session session(demo(), lone_options);
+  loom::SamplerParams sp;
+  sp.temperature = 0.0f;
+  loom::Sampler sampler(sp);
+  loom::GenerateOptions go;
+  go.max_tokens = 24;
+  CHECK(o.texts[0] == loom::generate(session, sampler, *demo()->tokenizer(), "Once upon a time", go).text);
+}
+
 TEST_CASE("scheduler: n choices fork one prompt, each sampled with seed + choice") {
   s::SchedulerOptions so;
   so.parallel = 4;

@@ -23,7 +23,7 @@ using loom::test::loom_cli;
 TEST_CASE("cli: serve --help, and bad flag values are usage errors") {
   Run r = loom_cli("serve --help");
   CHECK(r.code == 0);
-  for (const char* flag : {"--host", "--port", "--parallel", "--ctx", "--kv-pool", "--api-key", "--queue"}) {
+  for (const char* flag : {"--host", "--port", "--parallel", "--ctx", "--kv-pool", "--kv-type", "--api-key", "--queue"}) {
     CHECK(r.output.find(flag) != std::string::npos);
   }
   CHECK(loom_cli("--help").output.find("serve") != std::string::npos);
@@ -55,7 +55,7 @@ TEST_CASE("cli: serve on port 0 prints its address, answers /health, exits 0 on 
     ::close(out[0]);
     ::close(out[1]);
     ::execl(LOOM_CLI_PATH, LOOM_CLI_PATH, "serve", "--port", "0", "--no-report", "--quiet", "--threads", "1",
-            static_cast<char*>(nullptr));
+            "--kv-type", "f16", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(out[1]);
@@ -68,6 +68,7 @@ TEST_CASE("cli: serve on port 0 prints its address, answers /health, exits 0 on 
   REQUIRE(at != std::string::npos);
   const int port = std::stoi(line.substr(at + 30));
   CHECK(port > 0);
+  CHECK(line.find("KV blocks in f16") != std::string::npos);
   const std::string health = "curl -s -m 5 http://127.0.0.1:" + std::to_string(port) + "/health";
   if (FILE* p = ::popen(health.c_str(), "r")) {
     char buf[256] = {};

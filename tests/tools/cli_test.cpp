@@ -522,6 +522,55 @@ TEST_CASE("cli: run --parallel samples sequence i with seed + i and honours stop
   CHECK(contains(stopped.output, "stop: stop_string"));
 }
 
+TEST_CASE("cli: --kv-type f16 halves the KV cache and reaches run, run --parallel and bench --batch") {
+  Fixture f;
+  const std::string model = "--model " + quote(f.model.string()) + " --temperature 0 --max-tokens 12 --ctx 64";
+  // The load report's KV line: the context, the dtype, and half the bytes in f16.
+  auto kv_mib = [](const std::string& out) {
+    const size_t at = out.find("KV cache ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(out.substr(at + 9));
+  };
+  const Run f32 = loom_cli("run " + model + " --prompt 'the loom'");
+  const Run f16 = loom_cli("run " + model + " --kv-type f16 --prompt 'the loom'");
+  REQUIRE(f32.code == 0);
+  REQUIRE(f16.code == 0);
+  CHECK(contains(f32.output, "(64 ctx x 1 in f32)"));
+  CHECK(contains(f16.output, "(64 ctx x 1 in f16)"));
+  CHECK(kv_mib(f16.output) == Approx(kv_mib(f32.output) / 2).epsilon(0.02));
+  // A batch with an f16 cache answers as single f16 runs do (batch invariance holds for
+  // either cache type).
+  const std::vector<std::string> prompts{"the loom", "Once upon a time"};
+  std::vector<std::string> alone;
+  for (const auto& p : prompts) {
+    const Run r = loom_stdout("run " + model + " --no-report --kv-type f16 --threads 1 --prompt " + quote(p));
+    REQUIRE(r.code == 0);
+    CHECK(r.output.rfind(p, 0) == 0);
+    alone.push_back(r.output);
+  }
+  const Run together = loom_stdout("run " + model + " --no-report --kv-type f16 --threads 2 --parallel 2 --prompt " +
+                                   quote(prompts[0]) + " --prompt " + quote(prompts[1]));
+  REQUIRE(together.code == 0);
+  auto texts = parallel_texts(together.output);
+  REQUIRE(texts.size() == 2);
+  CHECK(texts[0] == alone[0]);
+  CHECK(texts[1] == alone[1]);
+  // bench says which cache it measured.
+  const Run bench16 = loom_stdout("bench --batch 2 --prompt-tokens 4 --gen-tokens 2 --reps 1 --threads 1 --json --kv-type f16");
+  REQUIRE(bench16.code == 0);
+  CHECK(contains(bench16.output, "\"kv_type\":\"f16\""));
+  const Run bench32 = loom_stdout("bench --batch 2 --prompt-tokens 4 --gen-tokens 2 --reps 1 --threads 1 --json");
+  REQUIRE(bench32.code == 0);
+  CHECK(contains(bench32.output, "\"kv_type\":\"f32\""));
+  const Run single = loom_stdout("bench --prompt-tokens 4 --gen-tokens 2 --reps 1 --threads 1 --kv-type f16");
+  REQUIRE(single.code == 0);
+  CHECK(contains(single.output, "KV cache in f16"));
+  // Only the cache types the kernels read.
+  const Run bad = loom_cli("run --kv-type q8_0 --prompt hi");
+  CHECK(bad.code == 2);
+  CHECK(contains(bad.output, "f32|f16"));
+}
+
 TEST_CASE("cli: bench --batch prints one JSON object per batch size and nothing else") {
   const Run r = loom_stdout("bench --batch 1,2 --prompt-tokens 8 --gen-tokens 4 --reps 1 --threads 1 --json");
   REQUIRE(r.code == 0);
