@@ -18,7 +18,8 @@
 // B = 16 the pass reads about as many KV bytes as weight bytes.
 //
 // "GEMM GFLOP/s" is the pass's weight products alone: after a row's runs, every matrix
-// of the model (each layer's in the pass's order, then the output projection) is
+// of the model (each layer's in the pass's order, q, k and v as one where the pass
+// multiplies them so, then the output projection) is
 // multiplied by B tokens of activations through the same kernels::linear, `steps` times
 // over, timed without the attention, norms and the other work between them. The weights
 // stream from memory as in the pass (the small shape's matrices are several times L3),
@@ -40,6 +41,7 @@
 #include "machine_ceilings.hpp"
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "tensor/gather.hpp"
 #include "synthetic_model.hpp"
 
 namespace {
@@ -85,11 +87,18 @@ Timing run_once(loom::Batch& batch, const std::vector<std::vector<int32_t>>& pro
 double products_seconds(const loom::Model& model, int64_t b, loom::ThreadPool& pool, int steps) {
   const auto& c = model.config();
   std::vector<const loom::Tensor*> matrices;
+  std::vector<loom::Tensor> stacked;  // q|k|v where the pass multiplies them as one
+  stacked.reserve(static_cast<size_t>(c.n_layers));
   for (int64_t l = 0; l < c.n_layers; ++l) {
+    const loom::LayerWeights& L = model.weights().layers[static_cast<size_t>(l)];
+    const loom::Tensor* qkv[] = {&L.attn_q, &L.attn_k, &L.attn_v};
+    stacked.push_back(loom::stacked_rows_view(qkv));
+    if (stacked.back().defined()) matrices.push_back(&stacked.back());
     for (const auto& slot : loom::slots::all_slots()) {
-      if (slot.role == loom::slots::Role::matrix && slot.needed(c) && slot.per_layer) {
-        matrices.push_back(&loom::slots::tensor_of(model.weights(), slot, l));
-      }
+      if (slot.role != loom::slots::Role::matrix || !slot.needed(c) || !slot.per_layer) continue;
+      const loom::Tensor* w = &loom::slots::tensor_of(model.weights(), slot, l);
+      if (stacked.back().defined() && (w == qkv[0] || w == qkv[1] || w == qkv[2])) continue;
+      matrices.push_back(w);
     }
   }
   for (const auto& slot : loom::slots::all_slots()) {

@@ -12,6 +12,7 @@
 // over the same program's own probe at the same thread count (FMA peak for the float
 // types, int8 dot-product peak for the quantized ones; measured once per count), so a
 // share is read off one run of one binary, never against a figure from another minute.
+// BM_qkv: q, k and v as three products or as one (below).
 //   build/bench/loom_linear_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -26,6 +27,7 @@
 #include "loom/thread_pool.hpp"
 #include "machine_ceilings.hpp"
 #include "runtime/kernels/linear.hpp"
+#include "tensor/gather.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -140,6 +142,64 @@ void BM_quant(benchmark::State& state) {
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// {dtype, tokens, stacked}: the small shape's q, k and v (1024, 256 and 256 rows of 1024)
+// of 8 layers, packed as --repack auto packs them, multiplied as three products per layer
+// (stacked 0) or as one over the three back to back (stacked 1, what the forward pass
+// does with a repacking load's weights: tensor/gather.hpp stacked_rows_view), 2 threads.
+// The 8 layers' weights are several times L2 and stream as in a pass. Compare the pairs
+// with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N: this
+// machine's bandwidth drifts between runs.
+void BM_qkv(benchmark::State& state) {
+  const auto dtype = static_cast<loom::DType>(state.range(0));
+  const int64_t tokens = state.range(1), cols = 1024;
+  const bool stacked = state.range(2) != 0;
+  const loom::Packing packing = loom::kernels::preferred_packing(dtype);
+  if (packing == loom::Packing::none) {
+    state.SkipWithError("no packing for this dtype on this CPU");
+    return;
+  }
+  struct Layer {
+    loom::Tensor q, k, v, whole;
+  };
+  std::vector<Layer> layers(8);
+  int64_t bytes = 0;
+  for (Layer& l : layers) {
+    l.q = loom::pack(weight(dtype, 1024, cols), packing);
+    l.k = loom::pack(weight(dtype, 256, cols), packing);
+    l.v = loom::pack(weight(dtype, 256, cols), packing);
+    loom::Tensor* parts[] = {&l.q, &l.k, &l.v};
+    loom::gather_into_one_buffer(parts, /*align=*/1);
+    const loom::Tensor* views[] = {&l.q, &l.k, &l.v};
+    l.whole = loom::stacked_rows_view(views);
+    bytes += l.whole.nbytes();
+  }
+  std::vector<float> x(static_cast<size_t>(cols * tokens), 0.01f), y(static_cast<size_t>(1536 * tokens));
+  loom::ThreadPool pool(2);
+  for (auto _ : state) {
+    for (const Layer& l : layers) {
+      if (stacked) {
+        loom::kernels::linear(l.whole, nullptr, x.data(), cols, tokens, y.data(), 1536, pool);
+      } else {
+        loom::kernels::linear(l.q, nullptr, x.data(), cols, tokens, y.data(), 1024, pool);
+        loom::kernels::linear(l.k, nullptr, x.data(), cols, tokens, y.data() + 1024 * tokens, 256, pool);
+        loom::kernels::linear(l.v, nullptr, x.data(), cols, tokens, y.data() + 1280 * tokens, 256, pool);
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.SetLabel(std::string(loom::packing_info(packing).name) + (stacked ? " q|k|v" : " q, k, v"));
+}
+
+void qkv_args(benchmark::internal::Benchmark* b) {
+  for (auto dt : {loom::DType::f16, loom::DType::f32, loom::DType::q8_0, loom::DType::q4_k}) {
+    for (int64_t n : {1, 8}) {
+      for (int64_t stacked : {0, 1}) b->Args({static_cast<int64_t>(dt), n, stacked});
+    }
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 void quant_args(benchmark::internal::Benchmark* b) {
   for (auto dt : {loom::DType::q8_0, loom::DType::q4_0, loom::DType::q4_k, loom::DType::q6_k}) {
     for (int threads : {1, 2}) {
@@ -175,4 +235,5 @@ void prefill_args(benchmark::internal::Benchmark* b) { shapes(b, {128, 64, 8, 4,
 BENCHMARK(BM_decode)->Apply(decode_args);
 BENCHMARK(BM_prefill)->Apply(prefill_args);
 BENCHMARK(BM_quant)->Apply(quant_args);
+BENCHMARK(BM_qkv)->Apply(qkv_args);
 BENCHMARK_MAIN();

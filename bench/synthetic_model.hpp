@@ -23,7 +23,8 @@ loom::ModelConfig shape_config(const std::string& shape);
 std::shared_ptr<const loom::Model> synthetic_model(const loom::ModelConfig& c, loom::DType dtype,
                                                    float output_scale = 1.0f);
 // `m` with each projection matrix in the kernel-native layout its dtype has on this CPU
-// (what LoadOptions::repack = automatic does at load), or nullptr when no matrix has one.
+// and each layer's q, k and v back to back (what LoadOptions::repack = automatic does at
+// load), or nullptr when no matrix has one.
 std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m);
 // The models a --repack list ("off,auto") names: `rows` for off, its repacked_copy for
 // auto (none where no matrix has a kernel layout); nullopt, with a message on stderr,

@@ -8,7 +8,10 @@
 //    report says which packing, for which ISA, and why.
 //  - With LoadOptions::repack == automatic, each row-major matrix whose dtype has a
 //    kernel-native layout on this CPU is replaced by a packed copy (tensor/packing.hpp).
-// Each changed tensor's record says so.
+// Each changed tensor's record says so. Then each layer's q, k and v, where loom owns
+// their copies (repacked or converted) in one dtype and layout, are put back to back in
+// one buffer, so the forward pass multiplies them as one matrix (tensor/gather.hpp,
+// stacked_rows_view); a note counts the layers.
 #pragma once
 
 #include <string>

@@ -1,7 +1,9 @@
 // The quantized copy of a target as its speculative draft (loom/speculative.hpp): every
 // projection and embedding matrix converted to the draft's dtype in memory, the rest
 // (norms, biases, config, tokenizer) shared with the target.
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom/convert.hpp"
@@ -58,7 +60,9 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
   // mapping to keep), so it takes its kernel-native layout wherever this CPU has one:
   // loom_speculative_decode --rows f32-q8_0, draft time per round 16-24 ms packed
   // against 22-26 row-major (two rounds alternating, 2026-12-03).
-  std::vector<Tensor*> owned;  // the tensors converted or packed here (not shared with the target)
+  // The tensors converted or packed here (not shared with the target), with their layer
+  // (-1: not per layer).
+  std::vector<std::pair<int64_t, Tensor*>> owned;
   for (const auto& slot : slots::all_slots()) {
     if (slots::is_vector(slot.role) || !slot.needed(c)) continue;
     const int64_t layers = slot.per_layer ? c.n_layers : 1;
@@ -74,13 +78,19 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
       if (slot.role == slots::Role::matrix && t.packing() == Packing::none && can_pack(t, packing)) {
         t = pack(t, packing);
       }
-      owned.push_back(&t);
+      owned.emplace_back(slot.per_layer ? l : -1, &t);
     }
   }
   // The copy's matrices in one buffer: one allocation on huge pages instead of one on
   // 4 KiB pages per matrix (tensor/gather.hpp). The first draft pass of a generation on
   // the small bench shape, q4_k copy of the f16 target: 44-57 ms before, 4-6 ms after.
-  gather_into_one_buffer(owned);
+  // Layer by layer, in slot order within a layer, so that each layer's q, k and v lie
+  // back to back and the forward pass multiplies them as one matrix (stacked_rows_view;
+  // where a matrix's bytes are not a multiple of the 64-byte alignment they stay apart).
+  std::stable_sort(owned.begin(), owned.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Tensor*> in_order;
+  for (const auto& entry : owned) in_order.push_back(entry.second);
+  gather_into_one_buffer(in_order);
   if (w.output.defined() && w.output.raw_data() == embd_before.raw_data()) w.output = w.token_embd;
   return std::make_shared<const Model>(c, std::move(w), target.tokenizer(), nullptr, target.generation_defaults());
 }

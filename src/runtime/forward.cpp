@@ -15,6 +15,7 @@
 #include "runtime/kernels/attention.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/ops.hpp"
+#include "tensor/gather.hpp"
 #include "model/rope_frequencies.hpp"
 
 namespace loom::runtime {
@@ -46,6 +47,10 @@ Forward::Forward(std::shared_ptr<const Model> model, ForwardOptions options, KvP
   if (c.position == PositionKind::rope) {
     inv_freq_ = rope::inverse_frequencies(c, options_.context_length);
     rope_scale_ = rope::magnitude(c);
+  }
+  for (const LayerWeights& L : model_->weights().layers) {
+    const Tensor* parts[] = {&L.attn_q, &L.attn_k, &L.attn_v};
+    qkv_.push_back(stacked_rows_view(parts));
   }
 }
 
@@ -268,9 +273,25 @@ void Forward::run(std::span<const PassSequence> seqs) {
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
     norm_rows(L.attn_norm, L.attn_norm_bias, x_.data(), h_.data(), m);
-    kernels::linear(L.attn_q, bias(L.attn_q_bias), h_.data(), H, m, q_.data(), QD, tp, fast);
-    kernels::linear(L.attn_k, bias(L.attn_k_bias), h_.data(), H, m, k_.data(), KVD, tp, fast);
-    kernels::linear(L.attn_v, bias(L.attn_v_bias), h_.data(), H, m, v_.data(), KVD, tp, fast);
+    if (const Tensor& qkv = qkv_[static_cast<size_t>(l)]; qkv.defined()) {
+      // One product for the three (same bits as three: each output row is computed as in
+      // its own matrix's product), then each token's row split into q, k and v, the
+      // biases added as kernels::linear adds them.
+      const int64_t QKV = QD + 2 * KVD;
+      ensure(qkv_out_, m * QKV);
+      kernels::linear(qkv, nullptr, h_.data(), H, m, qkv_out_.data(), QKV, tp, fast);
+      auto split = [&](float* dst, int64_t dim, int64_t offset, const Tensor& b) {
+        for (int64_t t = 0; t < m; ++t) std::copy_n(qkv_out_.data() + t * QKV + offset, dim, dst + t * dim);
+        if (const Tensor* bp = bias(b)) kernels::add_bias(bp, 0, dim, m, dst, dim);
+      };
+      split(q_.data(), QD, 0, L.attn_q_bias);
+      split(k_.data(), KVD, QD, L.attn_k_bias);
+      split(v_.data(), KVD, QD + KVD, L.attn_v_bias);
+    } else {
+      kernels::linear(L.attn_q, bias(L.attn_q_bias), h_.data(), H, m, q_.data(), QD, tp, fast);
+      kernels::linear(L.attn_k, bias(L.attn_k_bias), h_.data(), H, m, k_.data(), KVD, tp, fast);
+      kernels::linear(L.attn_v, bias(L.attn_v_bias), h_.data(), H, m, v_.data(), KVD, tp, fast);
+    }
     if (c.position == PositionKind::rope) {
       auto rope = w.rope_interleaved ? kernels::rope_interleaved : kernels::rope_half;
       for (int64_t t = 0; t < m; ++t) {

@@ -82,9 +82,12 @@ class Forward {
   KvPool& kv_;
   std::vector<double> inv_freq_;
   double rope_scale_ = 1.0;
+  // Per layer, q, k and v as one matrix where the loader put them back to back
+  // (stacked_rows_view, tensor/gather.hpp); undefined where they are apart.
+  std::vector<Tensor> qkv_;
 
   // Scratch, sized for the largest pass so far.
-  std::vector<float> x_, h_, q_, k_, v_, attn_, proj_, gate_, up_, out_rows_;
+  std::vector<float> x_, h_, q_, k_, v_, qkv_out_, attn_, proj_, gate_, up_, out_rows_;
   std::vector<float> ffn_out_;  // [m, hidden] the FFN's output beside proj_ (parallel residual)
   std::vector<float> cos_, sin_;  // [M, rope_dims/2]
   // Results: a committed set and the one being written (swapped when a pass succeeds).

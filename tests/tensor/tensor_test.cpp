@@ -9,6 +9,7 @@
 #include "loom/tensor.hpp"
 #include "support/test_support.hpp"
 #include "tensor/gather.hpp"
+#include "tensor/packing.hpp"
 
 using loom::DType;
 using loom::Shape;
@@ -154,4 +155,51 @@ TEST_CASE("gather_into_one_buffer refuses a non-contiguous tensor, changing noth
   std::vector<Tensor*> list{&b, &col};
   CHECK_THROWS_WITH(loom::gather_into_one_buffer(list), Catch::Contains("non-contiguous"));
   CHECK(b.raw_data() == before);
+}
+
+TEST_CASE("stacked_rows_view reads matrices gathered back to back as one, and only then") {
+  // Three f32 matrices of one row length, back to back: one [9, 4] view of their rows.
+  Tensor q = iota_f32(Shape{4, 4}), k = iota_f32(Shape{2, 4}), v = iota_f32(Shape{3, 4});
+  std::vector<Tensor*> parts{&q, &k, &v};
+  loom::gather_into_one_buffer(parts, /*align=*/1);
+  const Tensor* views[] = {&q, &k, &v};
+  const Tensor whole = loom::stacked_rows_view(views);
+  REQUIRE(whole.defined());
+  CHECK(whole.shape() == Shape{9, 4});
+  CHECK(whole.raw_data() == q.raw_data());
+  CHECK(whole.data<float>()[4 * 4] == k.data<float>()[0]);
+  CHECK(whole.data<float>()[6 * 4 + 3] == v.data<float>()[3]);
+  // Padding between them (the default 64-byte alignment: 64, 32 and 48 bytes), another
+  // row length, another dtype, another buffer: none.
+  Tensor a = iota_f32(Shape{2, 4}), b = iota_f32(Shape{2, 4});
+  std::vector<Tensor*> ab{&a, &b};
+  loom::gather_into_one_buffer(ab);
+  const Tensor* padded[] = {&a, &b};
+  CHECK_FALSE(loom::stacked_rows_view(padded).defined());  // 32 bytes each: b at 64, not 32
+  std::vector<Tensor*> again{&a, &b};
+  loom::gather_into_one_buffer(again, 1);
+  CHECK(loom::stacked_rows_view(padded).defined());
+  Tensor wide = iota_f32(Shape{2, 8}), narrow = iota_f32(Shape{2, 4});
+  std::vector<Tensor*> mixed{&wide, &narrow};
+  loom::gather_into_one_buffer(mixed, 1);
+  const Tensor* mixed_views[] = {&wide, &narrow};
+  CHECK_FALSE(loom::stacked_rows_view(mixed_views).defined());
+  Tensor apart1 = iota_f32(Shape{2, 4}), apart2 = iota_f32(Shape{2, 4});
+  const Tensor* apart[] = {&apart1, &apart2};
+  CHECK_FALSE(loom::stacked_rows_view(apart).defined());
+  // Packed parts: every part but the last must fill whole panels (16 rows for q8_0_x16).
+  Tensor rows16 = Tensor::zeros(Shape{16, 32}, DType::q8_0), rows20 = Tensor::zeros(Shape{20, 32}, DType::q8_0);
+  Tensor p16 = loom::pack(rows16, loom::Packing::q8_0_x16), p20 = loom::pack(rows20, loom::Packing::q8_0_x16);
+  Tensor p16b = p16, p20b = p20;
+  std::vector<Tensor*> full_first{&p16, &p20};
+  loom::gather_into_one_buffer(full_first, 1);
+  const Tensor* ok[] = {&p16, &p20};
+  const Tensor packed_whole = loom::stacked_rows_view(ok);
+  REQUIRE(packed_whole.defined());
+  CHECK(packed_whole.shape() == Shape{36, 32});
+  CHECK(packed_whole.packing() == loom::Packing::q8_0_x16);
+  std::vector<Tensor*> ragged_first{&p20b, &p16b};
+  loom::gather_into_one_buffer(ragged_first, 1);
+  const Tensor* ragged[] = {&p20b, &p16b};
+  CHECK_FALSE(loom::stacked_rows_view(ragged).defined());
 }
