@@ -556,15 +556,15 @@ TEST_CASE("cli: --kv-type f16 halves the KV cache and reaches run, run --paralle
   CHECK(texts[0] == alone[0]);
   CHECK(texts[1] == alone[1]);
   // bench says which cache it measured.
-  const Run bench16 = loom_stdout("bench --batch 2 --prompt-tokens 4 --gen-tokens 2 --reps 1 --threads 1 --json --kv-type f16");
-  REQUIRE(bench16.code == 0);
-  CHECK(contains(bench16.output, "\"kv_type\":\"f16\""));
-  const Run bench32 = loom_stdout("bench --batch 2 --prompt-tokens 4 --gen-tokens 2 --reps 1 --threads 1 --json");
-  REQUIRE(bench32.code == 0);
-  CHECK(contains(bench32.output, "\"kv_type\":\"f32\""));
-  const Run single = loom_stdout("bench --prompt-tokens 4 --gen-tokens 2 --reps 1 --threads 1 --kv-type f16");
-  REQUIRE(single.code == 0);
-  CHECK(contains(single.output, "KV cache in f16"));
+  const std::string bench = "bench --prompt-tokens 4 --gen-tokens 2 --reps 1 --threads 1";
+  for (const auto& [flags, says] : {std::pair<std::string, std::string>{" --batch 2 --json --kv-type f16", "\"kv_type\":\"f16\""},
+                                    {" --batch 2 --json", "\"kv_type\":\"f32\""},
+                                    {" --kv-type f16", "KV cache in f16"}}) {
+    INFO(flags);
+    const Run r = loom_stdout(bench + flags);
+    REQUIRE(r.code == 0);
+    CHECK(contains(r.output, says));
+  }
   // Only the cache types the kernels read.
   const Run bad = loom_cli("run --kv-type q8_0 --prompt hi");
   CHECK(bad.code == 2);
