@@ -88,7 +88,8 @@ void settle_layouts(const LoadOptions& options, std::string_view packed_for, Mod
   for (LayerWeights& L : weights.layers) {
     Tensor* parts[] = {&L.attn_q, &L.attn_k, &L.attn_v};
     const bool owned_alike = std::all_of(std::begin(parts), std::end(parts), [&](const Tensor* t) {
-      return t->defined() && !t->is_mapped() && t->dtype() == L.attn_q.dtype() && t->packing() == L.attn_q.packing();
+      return t->defined() && !t->is_mapped() && t->is_contiguous() && t->dtype() == L.attn_q.dtype() &&
+             t->packing() == L.attn_q.packing();
     });
     if (!owned_alike) continue;
     gather_into_one_buffer(parts, /*align=*/1);
