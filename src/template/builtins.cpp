@@ -335,7 +335,7 @@ Value str_method(const Value& obj, const std::string& name) {
          return Value::integer(n); }},
       {"join", [](Interp& in, const std::string& s, Args& a) {
          std::string out;
-         const List items = iterate(arg_or(a, 0, "iterable", Value::make_list({})));
+         const List items = iterate(in, arg_or(a, 0, "iterable", Value::make_list({})));
          for (size_t k = 0; k < items.size(); ++k) {
            if (k) out += s;
            out += need_str(items[k], "join");
@@ -562,7 +562,7 @@ Value f_join(Interp& in, const Value& v, Args& a) {
   const std::string sep = to_str(arg_or(a, 0, "d", Value::string({})));
   const Value* attribute = arg(a, 1, "attribute");
   std::string out;
-  const List items = iterate(v);
+  const List items = iterate(in, v);
   for (size_t k = 0; k < items.size(); ++k) {
     if (k) out += sep;
     out += to_str(attribute && !attribute->is_none() ? attr_path(in, items[k], to_str(*attribute)) : items[k]);
@@ -578,19 +578,19 @@ Value f_default(Interp&, const Value& v, Args& a) {
   return v;
 }
 
-Value f_first(Interp&, const Value& v, Args&) {
+Value f_first(Interp& in, const Value& v, Args&) {
   if (v.is_undefined()) fail_undefined(v);
-  const List items = iterate(v);
+  const List items = iterate(in, v);
   return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
 }
 
-Value f_last(Interp&, const Value& v, Args&) {
+Value f_last(Interp& in, const Value& v, Args&) {
   if (v.is_undefined()) fail_undefined(v);
-  const List items = iterate(v);
+  const List items = iterate(in, v);
   return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
 }
 
-Value f_list(Interp&, const Value& v, Args&) { return Value::make_list(iterate(v)); }
+Value f_list(Interp& in, const Value& v, Args&) { return Value::make_list(iterate(in, v)); }
 
 Value f_items(Interp&, const Value& v, Args&) {
   if (v.is_undefined()) return Value::make_list({});
@@ -730,7 +730,7 @@ Value f_sort(Interp& in, const Value& v, Args& a) {
   const bool reverse = truthy(arg_or(a, 0, "reverse", Value::boolean(false)));
   const bool case_sensitive = truthy(arg_or(a, 1, "case_sensitive", Value::boolean(false)));
   const Value* attribute = arg(a, 2, "attribute");
-  List items = iterate(v);
+  List items = iterate(in, v);
   std::vector<Value> keys;
   for (const Value& item : items) keys.push_back(sort_key(in, item, attribute, case_sensitive));
   sort_values(items, keys, reverse);
@@ -759,7 +759,7 @@ Value f_unique(Interp& in, const Value& v, Args& a) {
   const Value* attribute = arg(a, 1, "attribute");
   List out;
   std::vector<Value> seen;
-  for (const Value& item : iterate(v)) {
+  for (const Value& item : iterate(in, v)) {
     const Value key = sort_key(in, item, attribute, case_sensitive);
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, key); })) {
       seen.push_back(key);
@@ -776,7 +776,7 @@ Value f_reverse(Interp& in, const Value& v, Args&) {
     for (size_t k = cps.size(); k > 0; --k) out += cps[k - 1];
     return in.str(std::move(out));
   }
-  List items = iterate(v);
+  List items = iterate(in, v);
   std::reverse(items.begin(), items.end());
   return Value::make_list(std::move(items));
 }
@@ -784,7 +784,7 @@ Value f_reverse(Interp& in, const Value& v, Args&) {
 Value f_minmax(Interp& in, const Value& v, Args& a, bool want_max) {
   const bool case_sensitive = truthy(arg_or(a, 0, "case_sensitive", Value::boolean(false)));
   const Value* attribute = arg(a, 1, "attribute");
-  const List items = iterate(v);
+  const List items = iterate(in, v);
   if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
   size_t best = 0;
   Value best_key = sort_key(in, items[0], attribute, case_sensitive);
@@ -807,7 +807,7 @@ Value f_min(Interp& in, const Value& v, Args& a) { return f_minmax(in, v, a, fal
 Value f_sum(Interp& in, const Value& v, Args& a) {
   const Value* attribute = arg(a, 0, "attribute");
   Value total = arg_or(a, 1, "start", Value::integer(0));
-  for (const Value& item : iterate(v)) {
+  for (const Value& item : iterate(in, v)) {
     const Value x = attribute && !attribute->is_none() ? attr_path(in, item, to_str(*attribute)) : item;
     if (!x.is_number() || !total.is_number()) throw EvalError("sum expects numbers");
     if (is_int(x) && is_int(total)) {
@@ -859,7 +859,7 @@ Value select_impl(Interp& in, const Value& v, Args& a, bool by_attr, bool keep_w
   }
   List out;
   if (!truthy(v)) return Value::make_list({});  // Jinja: `if value:` before iterating (None selects nothing)
-  for (const Value& item : iterate(v)) {
+  for (const Value& item : iterate(in, v)) {
     const Value x = by_attr ? attr_path(in, item, attribute) : item;
     const bool ok = test ? test(in, x, test_args) : truthy(x);
     if (ok == keep_when) out.push_back(item);
@@ -883,7 +883,7 @@ Value f_map(Interp& in, const Value& v, Args& a) {
     for (const auto& [k, val] : a.kw) {
       if (k == "default") fallback = &val;
     }
-    for (const Value& item : iterate(v)) {
+    for (const Value& item : iterate(in, v)) {
       Value x = attr_path(in, item, to_str(*attribute));
       out.push_back(x.is_undefined() && fallback ? *fallback : x);
     }
@@ -896,16 +896,16 @@ Value f_map(Interp& in, const Value& v, Args& a) {
   Args rest;
   rest.pos.assign(a.pos.begin() + 1, a.pos.end());
   rest.kw = a.kw;
-  for (const Value& item : iterate(v)) out.push_back(f(in, item, rest));
+  for (const Value& item : iterate(in, v)) out.push_back(f(in, item, rest));
   return Value::make_list(std::move(out));
 }
 
-Value f_batch(Interp&, const Value& v, Args& a) {
+Value f_batch(Interp& in, const Value& v, Args& a) {
   const int64_t n = need_int(arg_or(a, 0, "linecount", Value::integer(1)), "batch");
   if (n <= 0) throw EvalError("batch size must be positive");
   const Value* fill = arg(a, 1, "fill_with");
   List out, cur;
-  for (const Value& item : iterate(v)) {
+  for (const Value& item : iterate(in, v)) {
     cur.push_back(item);
     if (static_cast<int64_t>(cur.size()) == n) {
       out.push_back(Value::make_list(std::move(cur)));
@@ -1009,11 +1009,11 @@ bool t_divisibleby(Interp&, const Value& v, Args& a) {
   if (n == -1) return true;
   return need_int(v, "divisibleby") % n == 0;
 }
-bool t_in(Interp&, const Value& v, Args& a) {
+bool t_in(Interp& in, const Value& v, Args& a) {
   const Value& seq = test_arg(a, "in");
   if (seq.is_string()) return v.is_string() && seq.str().find(v.str()) != std::string::npos;
   if (seq.is_mapping()) return dict_find(*seq.dict, v) != nullptr;
-  for (const Value& x : iterate(seq)) {
+  for (const Value& x : iterate(in, seq)) {
     if (equal(x, v)) return true;
   }
   return false;
@@ -1057,7 +1057,9 @@ Value g_range(Interp&, Args& a) {
   if (step == 0) throw EvalError("range() arg 3 must not be zero");
   List out;
   for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
-    if (out.size() >= 1'000'000) throw EvalError("range too large (limit: 1000000 items)");
+    if (out.size() >= kMaxListItems) {
+      throw EvalError("range too large (limit: " + std::to_string(kMaxListItems) + " items)");
+    }
     out.push_back(Value::integer(i));
     if (__builtin_add_overflow(i, step, &i)) break;
   }

@@ -54,7 +54,7 @@ Value repeat(Interp& in, const Value& seq, int64_t n) {
     return in.str(std::move(out));
   }
   const size_t each = seq.list->size();
-  if (each != 0 && static_cast<uint64_t>(n) > 1'000'000 / each) throw EvalError("list repetition too large (limit)");
+  if (each != 0 && static_cast<uint64_t>(n) > kMaxListItems / each) throw EvalError("list repetition too large (limit)");
   List out;
   for (int64_t k = 0; k < n; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
   return seq.kind == Kind::tuple ? Value::make_tuple(std::move(out)) : Value::make_list(std::move(out));
@@ -86,7 +86,7 @@ Value binop(Interp& in, const std::string& op, const Value& a, const Value& b) {
     if (nums) return Value::floating(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return in.str(a.str() + b.str());
     if (a.is_sequence() && a.kind == b.kind) {
-      if (a.list->size() + b.list->size() > 1'000'000) throw EvalError("list too large (limit)");
+      if (a.list->size() + b.list->size() > kMaxListItems) throw EvalError("list too large (limit)");
       List out = *a.list;
       out.insert(out.end(), b.list->begin(), b.list->end());
       return a.kind == Kind::tuple ? Value::make_tuple(std::move(out)) : Value::make_list(std::move(out));
@@ -353,7 +353,7 @@ Flow exec_for(Interp& in, const Stmt& s, Frame& frame, std::string& out) {
   if (s.recursive) throw EvalError("recursive for loops are not supported");
   in.pos = s.pos;
   const Value seq = eval(in, *s.expr, frame);
-  List items = iterate(seq);
+  List items = iterate(in, seq);
   if (s.filter_cond) {
     List kept;
     for (Value& item : items) {
@@ -501,6 +501,20 @@ Flow exec(Interp& in, const Body& body, Frame& frame, std::string& out) {
   throw EvalError(v.s ? *v.s : std::string("value is undefined"));
 }
 
+List iterate(Interp& in, const Value& v) {
+  if (v.kind == Kind::string) {
+    // Each character becomes an item the template then works through: counted against
+    // the steps (loop iterations and macro calls), so a render cannot iterate megabytes
+    // of characters again and again under the byte limits.
+    in.steps += code_point_count(v.str());
+    if (in.steps > in.limits.max_steps) {
+      throw EvalError("the template ran more than " + std::to_string(in.limits.max_steps) +
+                      " loop iterations, macro calls and iterated characters (limit)");
+    }
+  }
+  return iterate(v);
+}
+
 List iterate(const Value& v) {
   switch (v.kind) {
     case Kind::undefined: return {};
@@ -514,7 +528,12 @@ List iterate(const Value& v) {
     }
     case Kind::string: {
       List chars;
-      for (std::string_view c : code_points(v.str())) chars.push_back(Value::string(std::string(c)));
+      for (std::string_view c : code_points(v.str())) {
+        if (chars.size() >= kMaxListItems) {
+          throw EvalError("iterating a string of more than " + std::to_string(kMaxListItems) + " characters (limit)");
+        }
+        chars.push_back(Value::string(std::string(c)));
+      }
       return chars;
     }
     default:

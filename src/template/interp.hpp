@@ -16,6 +16,12 @@
 
 namespace loom::tmpl {
 
+// Items of any one list a template builds or iterates (range, list repetition and
+// concatenation, a string's characters): a hostile template that joined its own output
+// character by character kept doubling a list of one-character strings until the render
+// took seconds and gigabytes (a fuzzing timeout), under every byte limit below.
+inline constexpr size_t kMaxListItems = 1'000'000;
+
 struct Limits {
   uint64_t max_steps = 1'000'000;          // loop iterations + macro calls
   size_t max_string = 64u << 20;           // any one string, the output included
@@ -95,6 +101,8 @@ Value get_item(Interp& in, const Value& obj, const Value& key);
 Value call_value(Interp& in, const Value& fn, Args& args);
 // Python iteration: a list's items, a dict's keys, a string's characters, nothing for undefined.
 List iterate(const Value& v);
+// iterate(v), a string's characters counted against the render's steps.
+List iterate(Interp& in, const Value& v);
 [[noreturn]] void fail_undefined(const Value& v);
 
 // ---- builtins (builtins.cpp) ----

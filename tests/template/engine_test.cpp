@@ -552,6 +552,14 @@ TEST_CASE("template sandbox limits stop hostile templates with an error") {
   CHECK_THAT(error_of("{{ 'a' * 100000000000 }}"), Catch::Contains("limit"));
   CHECK_THAT(error_of("{{ [1] * 100000000 }}"), Catch::Contains("limit"));
   CHECK_THAT(error_of("{{ range(100000000) | length }}"), Catch::Contains("limit"));
+  // a string joined character by character, again and again (found by fuzzing: each
+  // join turned its input into a list of one-character strings, under every byte limit)
+  CHECK_THAT(error_of("{{ ('x' * 100) | join('-' * 30) | join('-' * 30) | join('-' * 30) | join('-') }}"),
+             Catch::Contains("iterated characters (limit)"));
+  CHECK_THAT(error_of("{% for i in range(100) %}{{ ('x' * 100000) | list | length }}{% endfor %}"),
+             Catch::Contains("iterated characters (limit)"));
+  // ...while iterating a string at all stays allowed
+  CHECK(render_or_error("{{ 'abc' | join('-') }}|{% for c in 'hé' %}[{{ c }}]{% endfor %}", "{}") == "a-b-c|[h][é]");
   // output larger than the cap, built from pieces that are each small
   CHECK_THAT(error_of("{% for i in range(1000) %}{{ 'x' * 100000 }}{% endfor %}"), Catch::Contains("limit"));
   // deep nesting is refused by the parser, not by a stack overflow
