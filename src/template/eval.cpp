@@ -280,12 +280,12 @@ Value loop_object(const List& items, size_t k, const Value& cycle_fn) {
   return Value::make_namespace(std::move(d));
 }
 
-void assign_targets(const std::vector<std::string>& targets, const Value& v, Frame& frame) {
+void assign_targets(Interp& in, const std::vector<std::string>& targets, const Value& v, Frame& frame) {
   if (targets.size() == 1) {
     frame.set(targets[0], v);
     return;
   }
-  List parts = iterate(v);
+  List parts = iterate(in, v);
   if (parts.size() != targets.size()) {
     throw EvalError(parts.size() < targets.size()
                         ? "not enough values to unpack (expected " + std::to_string(targets.size()) +
@@ -360,7 +360,7 @@ Flow exec_for(Interp& in, const Stmt& s, Frame& frame, std::string& out) {
       Frame f;
       f.parent = &frame;
       in.step();
-      assign_targets(s.targets, item, f);
+      assign_targets(in, s.targets, item, f);
       if (truthy(eval(in, *s.filter_cond, f))) kept.push_back(std::move(item));
     }
     items = std::move(kept);
@@ -382,7 +382,7 @@ Flow exec_for(Interp& in, const Stmt& s, Frame& frame, std::string& out) {
     f.parent = &frame;
     f.vars.reserve(4);
     f.set("loop", loop_object(items, k, cycle));
-    assign_targets(s.targets, items[k], f);
+    assign_targets(in, s.targets, items[k], f);
     if (exec(in, s.bodies[0], f, out) == Flow::break_) break;
   }
   return Flow::normal;
@@ -445,7 +445,7 @@ Flow exec(Interp& in, const Body& body, Frame& frame, std::string& out) {
           }
           if (!found) d.emplace_back(Value::string(s.attr), std::move(v));
         } else {
-          assign_targets(s.targets, v, frame);
+          assign_targets(in, s.targets, v, frame);
         }
         break;
       }
@@ -502,20 +502,6 @@ Flow exec(Interp& in, const Body& body, Frame& frame, std::string& out) {
 }
 
 List iterate(Interp& in, const Value& v) {
-  if (v.kind == Kind::string) {
-    // Each character becomes an item the template then works through: counted against
-    // the steps (loop iterations and macro calls), so a render cannot iterate megabytes
-    // of characters again and again under the byte limits.
-    in.steps += code_point_count(v.str());
-    if (in.steps > in.limits.max_steps) {
-      throw EvalError("the template ran more than " + std::to_string(in.limits.max_steps) +
-                      " loop iterations, macro calls and iterated characters (limit)");
-    }
-  }
-  return iterate(v);
-}
-
-List iterate(const Value& v) {
   switch (v.kind) {
     case Kind::undefined: return {};
     case Kind::list:
@@ -527,13 +513,9 @@ List iterate(const Value& v) {
       return keys;
     }
     case Kind::string: {
+      in.step(code_point_count(v.str()));  // before anything is built
       List chars;
-      for (std::string_view c : code_points(v.str())) {
-        if (chars.size() >= kMaxListItems) {
-          throw EvalError("iterating a string of more than " + std::to_string(kMaxListItems) + " characters (limit)");
-        }
-        chars.push_back(Value::string(std::string(c)));
-      }
+      for (std::string_view c : code_points(v.str())) chars.push_back(Value::string(std::string(c)));
       return chars;
     }
     default:
