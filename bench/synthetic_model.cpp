@@ -7,7 +7,7 @@
 
 #include "loom/convert.hpp"
 #include "model/weight_slots.hpp"
-#include "tensor/gather.hpp"
+#include "model/load_repack.hpp"
 #include "tensor/kernel_registry.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
@@ -114,14 +114,7 @@ std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m) {
       any = true;
     }
   }
-  // Each layer's q, k and v back to back, as the loader leaves them (load_repack.cpp).
-  for (loom::LayerWeights& L : w.layers) {
-    loom::Tensor* parts[] = {&L.attn_q, &L.attn_k, &L.attn_v};
-    if (L.attn_q.packing() != loom::Packing::none && L.attn_k.packing() == L.attn_q.packing() &&
-        L.attn_v.packing() == L.attn_q.packing()) {
-      loom::gather_into_one_buffer(parts, /*align=*/1);
-    }
-  }
+  loom::load::join_attention_inputs(w);  // as the loader leaves them
   return any ? std::make_shared<const loom::Model>(c, std::move(w)) : nullptr;
 }
 

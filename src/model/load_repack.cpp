@@ -26,6 +26,22 @@ Tensor unpack_to(const Tensor& packed, DType dtype, ConvertStats& stats, ThreadP
 
 }  // namespace
 
+int64_t join_attention_inputs(ModelWeights& weights) {
+  int64_t stacked = 0;
+  for (LayerWeights& L : weights.layers) {
+    Tensor* parts[] = {&L.attn_q, &L.attn_k, &L.attn_v};
+    const bool owned_alike = std::all_of(std::begin(parts), std::end(parts), [&](const Tensor* t) {
+      return t->defined() && !t->is_mapped() && t->is_contiguous() && t->dtype() == L.attn_q.dtype() &&
+             t->packing() == L.attn_q.packing();
+    });
+    if (!owned_alike) continue;
+    gather_into_one_buffer(parts, /*align=*/1);
+    const Tensor* views[] = {&L.attn_q, &L.attn_k, &L.attn_v};
+    if (stacked_rows_view(views).defined()) ++stacked;
+  }
+  return stacked;
+}
+
 void settle_layouts(const LoadOptions& options, std::string_view packed_for, ModelWeights& weights,
                     std::vector<TensorLoadRecord>& records, std::vector<std::string>& notes, ThreadPool& pool) {
   const KernelRegistry& kernels = kernel_registry();
@@ -79,24 +95,7 @@ void settle_layouts(const LoadOptions& options, std::string_view packed_for, Mod
     notes.push_back(std::to_string(count) + " matri" + (count == 1 ? "x" : "ces") + " stored as " + what);
   }
 
-  // Each layer's q, k and v, where loom owns their copies in one dtype and layout, back to
-  // back in one buffer: the forward pass then multiplies them as one matrix
-  // (stacked_rows_view), one product instead of three. In decode that is where k and v,
-  // a quarter of q's rows each with grouped query attention, stop running on one thread
-  // while the others wait (docs/runtime.md, "q, k and v in one product").
-  int64_t stacked = 0;
-  for (LayerWeights& L : weights.layers) {
-    Tensor* parts[] = {&L.attn_q, &L.attn_k, &L.attn_v};
-    const bool owned_alike = std::all_of(std::begin(parts), std::end(parts), [&](const Tensor* t) {
-      return t->defined() && !t->is_mapped() && t->is_contiguous() && t->dtype() == L.attn_q.dtype() &&
-             t->packing() == L.attn_q.packing();
-    });
-    if (!owned_alike) continue;
-    gather_into_one_buffer(parts, /*align=*/1);
-    const Tensor* views[] = {&L.attn_q, &L.attn_k, &L.attn_v};
-    if (stacked_rows_view(views).defined()) ++stacked;
-  }
-  if (stacked > 0) {
+  if (const int64_t stacked = join_attention_inputs(weights); stacked > 0) {
     notes.push_back("q, k and v of " + std::to_string(stacked) + " layer" + (stacked == 1 ? "" : "s") +
                     " in one buffer each, multiplied as one matrix");
   }

@@ -25,6 +25,15 @@
 
 namespace loom::load {
 
+// Each layer's q, k and v, where loom owns their copies (not mapped, contiguous) in one
+// dtype and layout, copied back to back into one buffer, so the forward pass multiplies
+// them as one matrix (stacked_rows_view): one product instead of three, and in decode k
+// and v (a quarter of q's rows each with grouped query attention) stop running on one
+// thread while the others wait (docs/runtime.md, "q, k and v in one product"). Returns
+// the layers whose three now read as one matrix. The last step of settle_layouts; the
+// bench's synthetic models call it too.
+int64_t join_attention_inputs(ModelWeights& weights);
+
 // `packed_for`: the ISA the source says its packed tensors were made for ("" unknown).
 void settle_layouts(const LoadOptions& options, std::string_view packed_for, ModelWeights& weights,
                     std::vector<TensorLoadRecord>& records, std::vector<std::string>& notes, ThreadPool& pool);
