@@ -3,7 +3,6 @@
 // (norms, biases, config, tokenizer) shared with the target.
 #include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "loom/convert.hpp"
@@ -60,14 +59,15 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
   // mapping to keep), so it takes its kernel-native layout wherever this CPU has one:
   // loom_speculative_decode --rows f32-q8_0, draft time per round 16-24 ms packed
   // against 22-26 row-major (two rounds alternating, 2026-12-03).
-  // The tensors converted or packed here (not shared with the target), with their layer
-  // (-1: not per layer).
-  std::vector<std::pair<int64_t, Tensor*>> owned;
-  for (const auto& slot : slots::all_slots()) {
-    if (slots::is_vector(slot.role) || !slot.needed(c)) continue;
-    const int64_t layers = slot.per_layer ? c.n_layers : 1;
-    for (int64_t l = 0; l < layers; ++l) {
-      Tensor& t = slots::tensor_of(w, slot, l);
+  // Walked layer by layer (the model-wide tensors first, layer -1), slots in table order
+  // within a layer, so that in the one buffer below each layer's q, k and v lie back to
+  // back and the forward pass multiplies them as one matrix (stacked_rows_view; where a
+  // matrix's bytes are not a multiple of the buffer's 64-byte alignment they stay apart).
+  std::vector<Tensor*> owned;  // the tensors converted or packed here (not shared with the target)
+  for (int64_t l = -1; l < c.n_layers; ++l) {
+    for (const auto& slot : slots::all_slots()) {
+      if (slots::is_vector(slot.role) || !slot.needed(c) || slot.per_layer != (l >= 0)) continue;
+      Tensor& t = slots::tensor_of(w, slot, std::max<int64_t>(l, 0));
       if (!t.defined()) continue;
       // A tied output keeps sharing the (converted) embedding.
       if (slot.ties_to != slots::Slot::none && t.raw_data() == embd_before.raw_data()) continue;
@@ -78,19 +78,13 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
       if (slot.role == slots::Role::matrix && t.packing() == Packing::none && can_pack(t, packing)) {
         t = pack(t, packing);
       }
-      owned.emplace_back(slot.per_layer ? l : -1, &t);
+      owned.push_back(&t);
     }
   }
   // The copy's matrices in one buffer: one allocation on huge pages instead of one on
   // 4 KiB pages per matrix (tensor/gather.hpp). The first draft pass of a generation on
   // the small bench shape, q4_k copy of the f16 target: 44-57 ms before, 4-6 ms after.
-  // Layer by layer, in slot order within a layer, so that each layer's q, k and v lie
-  // back to back and the forward pass multiplies them as one matrix (stacked_rows_view;
-  // where a matrix's bytes are not a multiple of the 64-byte alignment they stay apart).
-  std::stable_sort(owned.begin(), owned.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Tensor*> in_order;
-  for (const auto& entry : owned) in_order.push_back(entry.second);
-  gather_into_one_buffer(in_order);
+  gather_into_one_buffer(owned);
   if (w.output.defined() && w.output.raw_data() == embd_before.raw_data()) w.output = w.token_embd;
   return std::make_shared<const Model>(c, std::move(w), target.tokenizer(), nullptr, target.generation_defaults());
 }
