@@ -6,7 +6,14 @@
 namespace loom {
 
 std::string JsonWriter::escape(std::string_view s) {
-  std::string out = "\"";
+  std::string out;
+  escape_into(out, s);
+  return out;
+}
+
+void JsonWriter::escape_into(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
   for (unsigned char c : s) {
     switch (c) {
       case '"': out += "\\\""; break;
@@ -18,15 +25,14 @@ std::string JsonWriter::escape(std::string_view s) {
       case '\f': out += "\\f"; break;
       default:
         if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
+          const char u[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
+          out.append(u, sizeof u);
         } else {
           out += static_cast<char>(c);
         }
     }
   }
-  return out + "\"";
+  out += '"';
 }
 
 void JsonWriter::newline() {
@@ -79,7 +85,7 @@ JsonWriter& JsonWriter::end_array() {
 
 JsonWriter& JsonWriter::key(std::string_view k) {
   before_value();
-  out_ += escape(k);
+  escape_into(out_, k);
   out_ += pretty_ ? ": " : ":";
   after_key_ = true;
   return *this;
@@ -87,7 +93,7 @@ JsonWriter& JsonWriter::key(std::string_view k) {
 
 JsonWriter& JsonWriter::value(std::string_view v) {
   before_value();
-  out_ += escape(v);
+  escape_into(out_, v);
   return *this;
 }
 

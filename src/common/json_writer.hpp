@@ -38,6 +38,9 @@ class JsonWriter {
   const std::string& str() const { return out_; }
 
   static std::string escape(std::string_view s);
+  // escape(s) appended to `out`, without a temporary (templates' tojson escapes strings
+  // of megabytes).
+  static void escape_into(std::string& out, std::string_view s);
 
  private:
   void before_value();

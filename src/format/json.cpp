@@ -38,6 +38,6 @@ std::string_view json_type_name(simdjson::dom::element_type type) noexcept {
   return "unknown";
 }
 
-void append_json_string(std::string& out, std::string_view text) { out += JsonWriter::escape(text); }
+void append_json_string(std::string& out, std::string_view text) { JsonWriter::escape_into(out, text); }
 
 }  // namespace loom::format

@@ -22,8 +22,8 @@ inline constexpr size_t kMaxListItems = 1'000'000;
 
 struct Limits {
   uint64_t max_steps = 1'000'000;          // loop iterations + macro calls + iterated characters
-  size_t max_string = 64u << 20;           // any one string, the output included
-  uint64_t max_built = 512ull << 20;       // bytes of strings built over the whole render
+  size_t max_string = 16u << 20;           // any one string, the output included
+  uint64_t max_built = 128ull << 20;       // bytes of strings built over the whole render
   int max_call_depth = 64;                 // nested macro calls
 };
 

@@ -328,7 +328,7 @@ std::string to_str(const Value& v) {
 
 namespace {
 // json.dumps(ensure_ascii=False) escapes exactly what RFC 8259 requires, as JsonWriter does.
-void append_json_string(std::string& out, std::string_view s) { out += JsonWriter::escape(s); }
+void append_json_string(std::string& out, std::string_view s) { JsonWriter::escape_into(out, s); }
 
 void newline_indent(std::string& out, const JsonStyle& style, int level) {
   out += '\n';

@@ -558,6 +558,9 @@ TEST_CASE("template sandbox limits stop hostile templates with an error") {
              Catch::Contains("iterated characters (limit)"));
   CHECK_THAT(error_of("{% for i in range(100) %}{{ ('x' * 100000) | list | length }}{% endfor %}"),
              Catch::Contains("iterated characters (limit)"));
+  // control characters escaped to six bytes each past the string cap (found by fuzzing)
+  CHECK_THAT(error_of("{{ ('\x06' * 3000000) | tojson | length }}"), Catch::Contains("limit"));
+  CHECK(render_or_error("{{ ('a\x06\x1f' * 2) | tojson }}", "{}") == "\"a\\u0006\\u001fa\\u0006\\u001f\"");
   // ...while iterating a string at all stays allowed
   CHECK(render_or_error("{{ 'abc' | join('-') }}|{% for c in 'hé' %}[{{ c }}]{% endfor %}", "{}") == "a-b-c|[h][é]");
   // output larger than the cap, built from pieces that are each small
