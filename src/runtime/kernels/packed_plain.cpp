@@ -41,6 +41,13 @@ static_assert(kVectors * 16 == kPanelRows);
 // (29 of the 32 zmm; a tile of 7 would leave no register for the broadcast); on AVX2 2 x 6,
 // 2 weights and a broadcast (15 of 16 ymm).
 constexpr int kMaxTokens = 6;
+// Two token tiles (7 to 12 tokens: batched decode) over a panel of more than
+// kWholePanelBytes (f16 from 4096 columns, f32 from 2048: the 1B shape's down
+// projection) take it a run of kRunBytes of columns at a time (native_panels), the first
+// tile pulling kPullBytes ahead into L1 (docs/runtime.md, "Plain-dtype panels").
+constexpr int64_t kWholePanelBytes = 512 * 1024;
+constexpr int64_t kRunBytes = 32 * 1024;
+constexpr int64_t kPullBytes = 8 * 1024;
 
 // Each dtype's element: its packing, a scalar widening, a 16-lane (AVX-512) and an 8-lane
 // (AVX2) one.
@@ -99,24 +106,31 @@ Panels<E> panels_of(const Tensor& w) {
 }
 
 // Lines to prefetch into L2 while a tile runs, one each `every` columns (a power of two)
-// from `begin` until `end` (see native_panels); none when begin is null.
+// from `begin` until `end` (see native_panels); none when begin is null. Or, for the
+// first tile over a run of a wide panel's columns, each column kPullBytes ahead.
 struct Ahead {
   const char* begin = nullptr;
   const char* end = nullptr;
   int64_t every = 1;
+  bool pull = false;  // prefetch every line of the column kPullBytes ahead into L1
 };
 
-// AVX-512: one panel against T tokens, y[t * ys + r] for its `valid` rows. The four weight
+// AVX-512: one panel (or a run of its columns, see native_panels) against T tokens,
+// y[t * ys + r] for its `valid` rows; with `resume` the sums so far are read back from y
+// (stored exactly, so each output is still one fma chain over k). The four weight
 // vectors of a column are loaded (and widened) once for the T tokens, each x[t, k]
 // broadcast once for the four. Decode (T = 1) comes here only for the panels left over
 // after decode4 (below) took them four at a time; T = 1 runs four independent FMA chains,
 // no software prefetch (one sequential stream, which the hardware prefetchers follow).
 template <class E, int T>
 LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const float* x, int64_t xs, float* y,
-                             int64_t ys, int64_t valid, Ahead ahead) {
+                             int64_t ys, int64_t valid, Ahead ahead, bool resume) {
   __m512 acc[kVectors][T];
   _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[c][t] = _mm512_setzero_ps();
+    const __mmask16 mask = valid_lanes(valid, c);
+    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+      acc[c][t] = resume ? _mm512_maskz_loadu_ps(mask, y + t * ys + 16 * c) : _mm512_setzero_ps();
+    }
   }
   const char* next = ahead.begin;
   for (int64_t k = 0; k < cols; ++k) {
@@ -125,6 +139,7 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
       next += 64;
     }
     const typename E::T* column = panel + k * kPanelRows;
+    if (ahead.pull) prefetch_column<E, kPullBytes>(column);
     __m512 w[kVectors];
     _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) w[c] = E::load(column + 16 * c);
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
@@ -205,12 +220,12 @@ LOOM_TARGET_AVX512 void decode4(const typename E::T* const* panels, int64_t cols
   }
 }
 
-using TileFn = void (*)(const void*, int64_t, const float*, int64_t, float*, int64_t, int64_t, Ahead);
+using TileFn = void (*)(const void*, int64_t, const float*, int64_t, float*, int64_t, int64_t, Ahead, bool);
 
 template <class E, int T>
 void tile_erased(const void* panel, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid,
-                 Ahead ahead) {
-  tile<E, T>(static_cast<const typename E::T*>(panel), cols, x, xs, y, ys, valid, ahead);
+                 Ahead ahead, bool resume) {
+  tile<E, T>(static_cast<const typename E::T*>(panel), cols, x, xs, y, ys, valid, ahead, resume);
 }
 
 template <class E, int... I>
@@ -221,10 +236,11 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 // AVX2: a token tile of one width over a whole panel: decode the whole column at once
 // (eight FMA chains), two tokens as two halves of 32 rows (eight chains), three to six
 // tokens as four quarters of 16 rows (2T accumulators). Measured on the Zen 4 kind with
-// LOOM_ISA=avx2 (docs/runtime.md, "Plain-dtype panels").
+// LOOM_ISA=avx2 (docs/runtime.md, "Plain-dtype panels"). Always the whole panel from +0
+// (the runs that resume are AVX-512's).
 template <class E, int T>
 void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid,
-                Ahead) {
+                Ahead, bool /*resume*/) {
   const auto* p = static_cast<const typename E::T*>(panel);
   if constexpr (T == 1) {
     tile_avx2<E, 8, 1>(p, 0, cols, x, xs, y, ys, valid);
@@ -279,28 +295,39 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
     p0 += 4 * part;
   }
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
+  // Two tiles over a panel wider than kWholePanelBytes: by runs of columns, each tile
+  // resuming its sums from y, so the second reads the run from L1/L2 (a whole 1 MiB panel
+  // did not stay in L2 for it), the first prefetching ahead of itself. Prefill's many
+  // tiles keep whole panels (no gain measured there).
   const int64_t panel_bytes = w.stride * static_cast<int64_t>(sizeof(typename E::T));
-  const int64_t share = tiles > 1 ? (panel_bytes + tiles - 2) / (tiles - 1) : 0;
-  // One line every `every` columns covers the share: every = the largest power of two
-  // <= cols / lines.
+  const bool by_runs = avx512 && tiles == 2 && panel_bytes > kWholePanelBytes;
+  const int64_t run_cols = by_runs ? kRunBytes / kColumnBytes<E> : w.cols;
+  // Whole panels: the tiles after the first prefetch the next panel into L2, a share
+  // each, one line every `every` columns (the largest power of two with every * lines
+  // <= cols).
+  const int64_t share = tiles > 1 && !by_runs ? (panel_bytes + tiles - 2) / (tiles - 1) : 0;
   int64_t every = 1;
-  while (tiles > 1 && every * 2 * ((share + 63) / 64) <= w.cols) every *= 2;
+  while (share > 0 && every * 2 * ((share + 63) / 64) <= w.cols) every *= 2;
   for (int64_t p = p0; p < p1; ++p) {
     const typename E::T* panel = w.data + p * w.stride;
     const char* next_panel = reinterpret_cast<const char*>(panel + w.stride);
-    const bool prefetch = p + 1 < p1;
-    int64_t t0 = 0;
-    for (int64_t i = 0; i < tiles; ++i) {
-      const int64_t width = n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
-      Ahead ahead;
-      if (prefetch && i > 0) {
-        ahead.begin = next_panel + (i - 1) * share;
-        ahead.end = std::min(next_panel + panel_bytes, ahead.begin + share);
-        ahead.every = every;
+    const bool prefetch = share > 0 && p + 1 < p1;
+    for (int64_t k0 = 0; k0 < w.cols; k0 += run_cols) {
+      const int64_t cols = std::min(run_cols, w.cols - k0);
+      int64_t t0 = 0;
+      for (int64_t i = 0; i < tiles; ++i) {
+        const int64_t width = n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
+        Ahead ahead;
+        if (prefetch && i > 0) {
+          ahead.begin = next_panel + (i - 1) * share;
+          ahead.end = std::min(next_panel + panel_bytes, ahead.begin + share);
+          ahead.every = every;
+        }
+        ahead.pull = by_runs && i == 0;
+        kTiles[static_cast<size_t>(width - 1)](panel + k0 * kPanelRows, cols, x + t0 * xs + k0, xs,
+                                               y + t0 * ys + p * kPanelRows, ys, w.valid_rows(p), ahead, k0 > 0);
+        t0 += width;
       }
-      kTiles[static_cast<size_t>(width - 1)](panel, w.cols, x + t0 * xs, xs, y + t0 * ys + p * kPanelRows, ys,
-                                             w.valid_rows(p), ahead);
-      t0 += width;
     }
   }
 }
