@@ -269,8 +269,9 @@ bool decodes_in_fours(int64_t n_tokens) noexcept { return n_tokens == 1 && activ
 // prefetch the next panel into L2, a share each, at most one line a column (so with few
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
-// pull each panel themselves (tile_avx2). AVX-512 decode takes the range four panels at a
-// time (decode4), the remainder one by one.
+// pull each panel themselves (tile_avx2). Two AVX-512 tiles over a panel of more than
+// kWholePanelBytes meet it a run of columns at a time instead. AVX-512 decode takes the
+// range four panels at a time (decode4), the remainder one by one.
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
