@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "common/json_writer.hpp"
 #include "loom/error.hpp"
 
 namespace loom::format {
@@ -37,7 +36,5 @@ std::string_view json_type_name(simdjson::dom::element_type type) noexcept {
   }
   return "unknown";
 }
-
-void append_json_string(std::string& out, std::string_view text) { JsonWriter::escape_into(out, text); }
 
 }  // namespace loom::format

@@ -19,7 +19,4 @@ simdjson::dom::element parse_json(simdjson::dom::parser& parser, std::string_vie
 // "object", "array", "string", "integer", "number", "bool", "null".
 std::string_view json_type_name(simdjson::dom::element_type type) noexcept;
 
-// Appends `text` as a JSON string literal (quoted, escaped) to `out`.
-void append_json_string(std::string& out, std::string_view text);
-
 }  // namespace loom::format

@@ -3,16 +3,14 @@
 
 #include <set>
 
+#include "common/json_writer.hpp"
 #include "format/atomic_file.hpp"
-#include "format/json.hpp"
 #include "format/safetensors.hpp"
 #include "loom/format.hpp"
 
 namespace loom {
 
 namespace {
-
-using format::append_json_string;
 
 void check_names(std::span<const NamedTensor> tensors, const std::string& file) {
   std::set<std::string_view> seen;
@@ -45,9 +43,9 @@ std::string header_json(std::span<const NamedTensor> tensors,
     for (const auto& [k, v] : metadata) {
       if (!first) json += ',';
       first = false;
-      append_json_string(json, k);
+      JsonWriter::escape_into(json, k);
       json += ':';
-      append_json_string(json, v);
+      JsonWriter::escape_into(json, v);
     }
     json += '}';
     first = false;
@@ -56,7 +54,7 @@ std::string header_json(std::span<const NamedTensor> tensors,
   for (const auto& t : tensors) {
     if (!first) json += ',';
     first = false;
-    append_json_string(json, t.name);
+    JsonWriter::escape_into(json, t.name);
     json += fmt::format(":{{\"dtype\":\"{}\",\"shape\":[",
                         *format::safetensors_dtype_name(t.tensor.dtype()));
     const auto dims = t.tensor.shape().dims();
@@ -125,9 +123,9 @@ void write_safetensors_sharded(const std::filesystem::path& dir, std::string_vie
     write_safetensors(dir / file, part, metadata);
     for (const auto& t : part) {
       if (!weight_map.empty()) weight_map += ",\n    ";
-      format::append_json_string(weight_map, t.name);
+      JsonWriter::escape_into(weight_map, t.name);
       weight_map += ": ";
-      format::append_json_string(weight_map, file);
+      JsonWriter::escape_into(weight_map, file);
     }
   }
   const std::string index = fmt::format(

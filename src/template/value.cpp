@@ -327,8 +327,8 @@ std::string to_str(const Value& v) {
 }
 
 namespace {
-// json.dumps(ensure_ascii=False) escapes exactly what RFC 8259 requires, as JsonWriter does.
-void append_json_string(std::string& out, std::string_view s) { JsonWriter::escape_into(out, s); }
+// Strings: json.dumps(ensure_ascii=False) escapes exactly what RFC 8259 requires, as
+// JsonWriter::escape_into does.
 
 void newline_indent(std::string& out, const JsonStyle& style, int level) {
   out += '\n';
@@ -361,7 +361,7 @@ void append_json(std::string& out, const Value& v, const JsonStyle& style, int l
       else if (std::isinf(v.f)) out += v.f < 0 ? "-Infinity" : "Infinity";
       else out += repr_float(v.f);
       return;
-    case Kind::string: append_json_string(out, *v.s); return;
+    case Kind::string: JsonWriter::escape_into(out, *v.s); return;
     case Kind::list:
     case Kind::tuple: {
       if (v.list->empty()) {
@@ -394,7 +394,7 @@ void append_json(std::string& out, const Value& v, const JsonStyle& style, int l
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += style.item_sep;
         if (style.has_indent) newline_indent(out, style, level + 1);
-        append_json_string(out, items[k].first);
+        JsonWriter::escape_into(out, items[k].first);
         out += style.key_sep;
         append_json(out, *items[k].second, style, level + 1);
       }

@@ -8,16 +8,12 @@
 
 #include "loom.h"
 #include "loom/demo.hpp"
-#include "format/json.hpp"
+#include "common/json_writer.hpp"
 #include "support/test_support.hpp"
 
 namespace {
 
-std::string json_string(std::string_view text) {
-  std::string out;
-  loom::format::append_json_string(out, text);
-  return out;
-}
+std::string json_string(std::string_view text) { return loom::JsonWriter::escape(text); }
 
 constexpr const char* kTemplate =
     "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}\n{% endfor %}"

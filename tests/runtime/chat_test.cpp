@@ -12,18 +12,14 @@
 #include "loom/demo.hpp"
 #include "loom/error.hpp"
 #include "loom/loader.hpp"
-#include "format/json.hpp"
+#include "common/json_writer.hpp"
 #include "support/test_support.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string json_string(std::string_view text) {
-  std::string out;
-  loom::format::append_json_string(out, text);
-  return out;
-}
+std::string json_string(std::string_view text) { return loom::JsonWriter::escape(text); }
 
 // A role-prefixed template in the shape of the common ones: earlier turns render the same
 // text in every later rendering, so each turn's prompt extends the previous one.
