@@ -313,11 +313,13 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
   }
 }
 
-// F's tiles (vnni_panels, packed_panels.hpp): 1 panel x 1 token, 2 panels x 2..8 tokens.
-// Decode (1 token) reads one panel at a time, one weight stream per thread, as the
-// row-major kernels do: with 4 panels side by side (4 streams) packed decode from memory
-// ran below the row-major one, while in cache the two tilings run at the same rate
-// (docs/quantization.md, 2026-12-03).
+// F's tiles (vnni_panels, packed_panels.hpp): 2 panels x 1..8 tokens. Decode (1 token)
+// reads two panels side by side, two weight streams per thread. On the Zen 4 machines of
+// 2026-12-03 (memory at 34-37 GB/s) one stream decoded faster than four; on the Zen 5
+// ones of 2026-12-04 (90 GB/s) two streams beat one, `loom_ab_builds --batch 1 --repack
+// auto` decode b/a: small q8_0 1.07-1.08x (2 threads), 1.04-1.05x (1 thread), 1B q8_0
+// 1.07x, q4_0 pack 1.075x; four streams were no better than two (1.02x, 0.98x)
+// (docs/quantization.md).
 template <class F>
 struct Tiles32 {
   // A product of 7 or 8 tokens runs as one tile (its accumulators in L1, dot_tile),
@@ -332,7 +334,7 @@ struct Tiles32 {
   // again q8_0 1.00 and 1.00, q4_0 0.98 and 0.98.
   static constexpr int kMaxTokens = 8;
   static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 8 ? 6 : kMaxTokens; }
-  static constexpr int panels_for(int t) { return t == 1 ? 1 : 2; }
+  static constexpr int panels_for(int /*t*/) { return 2; }
   // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in
   // one process (Zen 4, 2026-12-03), B = 8: q4_0 1.01-1.09x (five runs), q4_1 1.06-1.09x,

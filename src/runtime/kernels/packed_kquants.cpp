@@ -97,10 +97,10 @@ struct NibbleK {
   static constexpr int kMaxTokens = 8;
   static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 16 ? 4 : kMaxTokens; }
   static constexpr bool kWideFirst = false;  // balanced tiles (see Tiles32 in packed_blocks32.cpp)
-  // Panels a tile runs side by side for T tokens: what the registers hold, except decode
-  // (T = 1), which reads one panel, one weight stream per thread (see Tiles32 in
-  // packed_blocks32.cpp).
-  static constexpr int panels_for(int t) { return t == 2 ? 2 : 1; }
+  // Panels a tile runs side by side for T tokens: what the registers hold; decode (T = 1)
+  // reads two, two weight streams per thread (see Tiles32 in packed_blocks32.cpp): q4_k
+  // pack 1.06x, q5_k pack 1.06x against one (Zen 5, 2026-12-04).
+  static constexpr int panels_for(int t) { return t <= 2 ? 2 : 1; }
 
   // Value l (0..31) of sub-block s of row r.
   static int32_t value(const uint8_t* g, int64_t r, int s, int l) {
@@ -313,7 +313,9 @@ struct Q6Bits : Int8Scales<packed_layout::Q6K> {
   static constexpr Packing packing = Packing::q6_k_x16;
   static constexpr DType dtype = DType::q6_k;
   static constexpr int32_t kOffset = 32;
-  static constexpr int kDecodePanels = 1;
+  // Two streams, as the 32-element family (see Tiles32): decode 1.13x one (Zen 5,
+  // 2026-12-04; on Zen 4 two streams had measured 0.66-0.81x of the row-major kernel).
+  static constexpr int kDecodePanels = 2;
 
   // u's low four bits are nibble q / 2 of ql[64h + 32(q % 2) + l], its high two bits are
   // bits 2q, 2q + 1 of qh[32h + l].
@@ -371,6 +373,7 @@ struct Q2Bits {
   static constexpr Packing packing = Packing::q2_k_x16;
   static constexpr DType dtype = DType::q2_k;
   using L = packed_layout::Q2K;
+  // One stream: two measured 0.985x on Zen 5 (2026-12-04), where the other k-quants gained.
   static constexpr int kDecodePanels = 1;
   static constexpr bool kMins = true;  // no kOffset: the corrections are the mins
 
