@@ -27,23 +27,21 @@ inline constexpr int64_t kPackedPanelRows = 16;
 // weight still works through the scalar family, which computes the same numbers slowly.
 inline bool packed_vnni_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
 
-// How far ahead of its loads each panel stream prefetches in a tile of several tokens: 2 KiB
-// (in a 32000 x 1024 packed product from memory, one thread, 4 tokens: 1593 us without,
-// 1016 with 2 KiB, 940 with 4 KiB; one token 840 either way, the row-major kernel's 823).
-inline constexpr int64_t kPackedAheadBytes = 2048;
-
-// How far ahead decode (one token) prefetches each panel stream: 4 KiB. With two streams
-// per thread on the Zen 5 machines (memory at 77-96 GB/s), 2 KiB left too few lines in
+// How far ahead of its loads each panel stream prefetches, in every packed kernel: 4 KiB.
+// In a 32000 x 1024 packed product from memory, one thread, 4 tokens (Zen 4, 35 GB/s
+// memory): 1593 us without, 1016 with 2 KiB, 940 with 4 KiB. With two decode streams
+// per thread on the Zen 5 machines (memory at 77-96 GB/s) 2 KiB left too few lines in
 // flight: `loom_ab_builds --batch 1 --repack auto`, decode 4 KiB / 2 KiB (geometric mean
 // of 4 layouts / median of 8 rounds): small q4_k pack 1.102 / 1.098x, q6_k pack 1.093 /
-// 1.090x, q8_0 GGUF 1.039 / 1.035x and 1.016 / 1.004x, 1B q4_k GGUF 1.038 / 1.029x. 6 KiB
-// and 8 KiB measured no better than 4 (q4_k) and worse (q8_0) in a scratch timing of the
-// small shape's products.
-inline constexpr int64_t kPackedDecodeAheadBytes = 4096;
+// 1.090x, q8_0 GGUF 1.039 / 1.035x and 1.016 / 1.004x, 1B q4_k GGUF 1.038 / 1.029x; 6 KiB
+// and 8 KiB measured no better than 4 (q4_k) and worse (q8_0) in a scratch timing of
+// the small shape's products. Tiles of several tokens, the same at --batch 8: small q8_0
+// 1.008 / 1.014x, q4_k pack 1.023 / 1.022x, 1B q8_0 1.016 / 1.027x (prefill 1.02-1.03x).
+inline constexpr int64_t kPackedAheadBytes = 4096;
 
 // Software prefetch of a panel's stream in decode: a group (one block of one panel) of
 // kBytes is walked in kSteps steps, and step k prefetches the lines of its share of the
-// bytes kPackedDecodeAheadBytes past the group, [k * kPer, (k + 1) * kPer) with kPer = kBytes /
+// bytes kPackedAheadBytes past the group, [k * kPer, (k + 1) * kPer) with kPer = kBytes /
 // kSteps rounded up (a fixed count of lines, so no branch). A panel's groups are
 // contiguous, so the steps of every group together prefetch every line of the panel's
 // stream: scales, zero points and masks too, not only the quant vectors the steps load.
@@ -56,7 +54,7 @@ template <int64_t kBytes, int kSteps>
 inline void prefetch_group_step(const uint8_t* group, int k) {
   constexpr int64_t kPer = (kBytes + kSteps - 1) / kSteps;
   constexpr int kLines = static_cast<int>((kPer + 63) / 64) + 1;
-  const uint8_t* at = group + kPackedDecodeAheadBytes + k * kPer;
+  const uint8_t* at = group + kPackedAheadBytes + k * kPer;
   for (int i = 0; i < kLines; ++i) _mm_prefetch(reinterpret_cast<const char*>(at + 64 * i), _MM_HINT_T0);
 }
 
