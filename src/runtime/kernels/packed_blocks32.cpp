@@ -331,9 +331,13 @@ struct Tiles32 {
   // speculative round's 8 drafts + 1) q4_0 0.92 and 0.93x as 8 + 1 (the nibble formats'
   // full first tile) against 6 + 3; B = 10, 12 and 16 0.98-1.03; prefill (128 tokens)
   // q8_0 1.045, q4_0 1.07, but q5_1 1.00, q4_1 0.98, gq8_32 and gq4_32 0.97, and measured
-  // again q8_0 1.00 and 1.00, q4_0 0.98 and 0.98.
+  // again q8_0 1.00 and 1.00, q4_0 0.98 and 0.98. On Zen 5 (2026-12-04) the byte formats
+  // (q8_0, gq8) take tiles of 8 up to 16 tokens (16 = 8 + 8, not 6 + 5 + 5):
+  // `loom_ab_builds --batch 16 --repack auto`, decode small q8_0 1.027 / 1.022x, 1B q8_0
+  // 1.015 / 1.011x (an A/A run reads 0.98-1.00); the nibble formats keep 6, whose 9
+  // tokens would go as 8 + 1 (above).
   static constexpr int kMaxTokens = 8;
-  static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > 8 ? 6 : kMaxTokens; }
+  static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > (F::kNibbles ? 8 : 16) ? 6 : kMaxTokens; }
   static constexpr int panels_for(int /*t*/) { return 2; }
   // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in
