@@ -226,36 +226,31 @@ TEST_CASE("threads: parallel_for covers every index exactly once for any size, g
   }
 }
 
-TEST_CASE("threads: split_rows covers every row exactly once, in whole grains, for decode and batches") {
-  // Decode (1 token) hands chunks out from a shared counter; several tokens take
-  // parallel_for's one share per thread. Either way every row once, every piece but the
-  // last a whole number of grains, and no piece empty.
+TEST_CASE("threads: split_rows covers every row exactly once, in whole grains, one piece per thread at most") {
+  // One contiguous share per thread: every row once, every piece but the last a whole
+  // number of grains, no piece empty, and no more pieces than threads (each piece starts
+  // its weight streams cold).
   for (int threads : {1, 2, 3, 5}) {
     loom::ThreadPool pool(threads);
-    for (int64_t n_tokens : {1, 4}) {
-      for (int64_t n : {1, 2, 7, 64, 1000, 4097}) {
-        for (int64_t grain : {1, 3, 16, 5000}) {
-          std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-          std::atomic<int> bad_ranges{0}, pieces{0};
-          loom::kernels::split_rows(pool, n, grain, n_tokens, [&](int64_t b, int64_t e) {
-            if (b >= e || b % grain != 0 || (e != n && (e - b) % grain != 0)) ++bad_ranges;
-            ++pieces;
-            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
-          });
-          int wrong = 0;
-          for (auto& h : hits) wrong += h.load() != 1;
-          INFO("threads " << threads << " n_tokens " << n_tokens << " n " << n << " grain " << grain);
-          CHECK(wrong == 0);
-          CHECK(bad_ranges.load() == 0);
-          const int64_t units = (n + grain - 1) / grain;
-          if (n_tokens == 1 && threads > 1 && units > 1) {
-            // Decode: about kChunksPerThread pieces per thread (one grain each when there
-            // are fewer grains), not one share each.
-            CHECK(pieces.load() >= std::min<int64_t>(units, threads * loom::kernels::kChunksPerThread));
-          } else {
-            CHECK(pieces.load() <= threads);
-          }
-        }
+    for (int64_t n : {1, 2, 7, 64, 1000, 4097}) {
+      for (int64_t grain : {1, 3, 16, 5000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> bad_ranges{0}, pieces{0};
+        loom::kernels::split_rows(pool, n, grain, [&](int64_t b, int64_t e) {
+          if (b >= e || b % grain != 0 || (e != n && (e - b) % grain != 0)) ++bad_ranges;
+          ++pieces;
+          for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+        });
+        int wrong = 0;
+        for (auto& h : hits) wrong += h.load() != 1;
+        INFO("threads " << threads << " n " << n << " grain " << grain);
+        CHECK(wrong == 0);
+        CHECK(bad_ranges.load() == 0);
+        // parallel_for's split: ceil(units / threads) grains a piece.
+        const int64_t units = (n + grain - 1) / grain;
+        const int64_t per_piece = (units + threads - 1) / threads;
+        CHECK(pieces.load() == (units + per_piece - 1) / per_piece);
+        CHECK(pieces.load() <= threads);
       }
     }
   }

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "loom/tensor.hpp"
@@ -47,37 +46,25 @@ void quantize_token_rows(ThreadPool* pool, int64_t n_tokens, Rows&& rows) {
   }
 }
 
-// Runs fn(begin, end) over the output rows [0, n) of a product of n_tokens tokens, on the
-// pool, in pieces that are multiples of `grain`.
-//   * Decode (one token): chunks of about a kChunksPerThread-th of a thread's even share,
-//     handed out from a shared counter, so a thread the VM deschedules, or a slower one,
-//     leaves its later chunks to the others instead of holding everyone at the end of the
-//     section. perf, share of decode time in the pool's waits (loom_batched_decode, small
-//     shape, 2 threads, 2026-12-03): f16 17% -> 8%, packed q4_k 19% -> 12%.
-//   * Several tokens: one contiguous even share per thread (parallel_for's split), so the
-//     kernels' L2 blocks of rows stay whole: with chunks, packed q8_0 prefill of 128
-//     tokens ran 15-20% slower (blocks cut at chunk edges each cost a full pass of the
-//     activations).
+// Runs fn(begin, end) over the output rows [0, n) of a product on the pool: one
+// contiguous even share per thread (parallel_for's split), in pieces that are multiples
+// of `grain`. Contiguous shares keep the kernels' L2 blocks of rows whole (with
+// chunks, packed q8_0 prefill of 128 tokens ran 15-20% slower: blocks cut at chunk edges
+// each cost a full pass of the activations) and start each thread's weight streams once.
+// Decode took chunks of a quarter of a thread's share from a shared counter for a while
+// (Zen 4, 2026-12-03), so that a thread the VM deschedules leaves its later chunks to the
+// others: the pool's waits fell from 17% to 8% of f16 decode's perf samples. On the Zen 5
+// machines every chunk starting its streams cold cost more than that saved:
+// `loom_ab_builds --batch 1 --repack auto`, decode one share over four chunks per thread,
+// small q4_k pack 1.154 / 1.175x, small q8_0 GGUF 1.101 / 1.093x, small f16 GGUF 1.041 /
+// 1.047x, 1B q8_0 GGUF 0.997 / 0.995x; two chunks per thread, or chunks of at least 2
+// MiB, read 0.95-1.00x of one share (docs/runtime.md).
 // Which thread runs a row changes no bit: each output row is computed by one call,
 // whatever its range.
-inline constexpr int64_t kChunksPerThread = 4;
 template <class Fn>
-void split_rows(ThreadPool& pool, int64_t n, int64_t grain, int64_t n_tokens, Fn&& fn) {
+void split_rows(ThreadPool& pool, int64_t n, int64_t grain, Fn&& fn) {
   if (n <= 0) return;
-  grain = std::max<int64_t>(grain, 1);
-  const int64_t threads = pool.size();
-  const int64_t units = (n + grain - 1) / grain;
-  if (n_tokens != 1 || threads == 1 || units == 1) {
-    pool.parallel_for(n, grain, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
-    return;
-  }
-  const int64_t chunk = std::max<int64_t>(1, units / (threads * kChunksPerThread)) * grain;
-  std::atomic<int64_t> next{0};
-  pool.parallel_for(threads, 1, [&](int64_t, int64_t, int) {
-    for (int64_t begin = next.fetch_add(chunk); begin < n; begin = next.fetch_add(chunk)) {
-      fn(begin, std::min(n, begin + chunk));
-    }
-  });
+  pool.parallel_for(n, std::max<int64_t>(grain, 1), [&](int64_t begin, int64_t end, int) { fn(begin, end); });
 }
 
 // y[t * y_stride + r] += bias[r] for rows [r0, r1) of n_tokens (nothing when bias is

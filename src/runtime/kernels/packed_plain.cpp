@@ -364,7 +364,7 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   // and 1.077x). On AVX-512, groups only where every thread gets one measured the same as
   // groups everywhere (f16 1.028x / 0.999x, f32 0.985x / 0.963x), so that stays simple.
   const int64_t grain = native && decodes_in_fours(n_tokens) ? 4 : 1;
-  split_rows(pool, panels.panels, grain, n_tokens, [&](int64_t p0, int64_t p1) {
+  split_rows(pool, panels.panels, grain, [&](int64_t p0, int64_t p1) {
     if (native) {
       native_panels(panels, p0, p1, x, x_stride, n_tokens, y, y_stride);
     } else {
