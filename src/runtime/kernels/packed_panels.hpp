@@ -178,8 +178,8 @@ inline void check_packed_weight(const Tensor& w, Packing packing, DType dtype) {
 }
 
 // Splits the panels of a `rows`-row weight over the pool in multiples of `grain` panels
-// (split_rows, linear.hpp: chunks from a shared counter in decode, one share per thread
-// otherwise); each call runs range(p0, p1) on its panels and adds the bias to their rows.
+// (split_rows, linear.hpp: one contiguous share per thread); each call runs range(p0, p1)
+// on its panels and adds the bias to their rows.
 template <class Range>
 void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bias, int64_t n_tokens, float* y,
                  int64_t y_stride, Range&& range) {
