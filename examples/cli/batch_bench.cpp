@@ -132,7 +132,7 @@ void batch_bench(const std::shared_ptr<const Model>& model, const BatchBenchOpti
           .field("decode_seconds", dec_s)
           .field("prefill_tokens_per_s", pre_tps)
           .field("decode_tokens_per_s", dec_tps)
-          .field("decode_gb_per_s", static_cast<double>(model->weight_bytes()) * o.gen_tokens / dec_s / 1e9)
+          .field("decode_gb_per_s", static_cast<double>(model->decode_weight_bytes()) * o.gen_tokens / dec_s / 1e9)
           .end_object();
       std::fprintf(out, "%s\n", w.str().c_str());
     } else {

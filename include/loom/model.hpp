@@ -38,6 +38,11 @@ class Model {
   const GenerationDefaults& generation_defaults() const noexcept { return generation_; }
   // Bytes of weights (mapped and owned together; tied storage counted once).
   int64_t weight_bytes() const;
+  // Bytes of weights one decode step (one token) reads: all of them, except that of an
+  // embedding table (token or learned positions) it reads one row, unless the table is
+  // also the output projection (tied), which reads it whole. Decode GB/s figures divide
+  // this, not weight_bytes(), by the step's time.
+  int64_t decode_weight_bytes() const;
 
  private:
   ModelConfig config_;

@@ -1,6 +1,7 @@
 #include "loom/model.hpp"
 
 #include <set>
+#include <vector>
 
 #include "loom/error.hpp"
 #include "model/weight_slots.hpp"
@@ -67,6 +68,30 @@ int64_t Model::weight_bytes() const {
       if (!t.defined()) continue;
       if (seen.insert({t.raw_data(), t.nbytes()}).second) total += t.nbytes();
     }
+  }
+  return total;
+}
+
+int64_t Model::decode_weight_bytes() const {
+  std::set<std::pair<const void*, int64_t>> seen;  // tied slots share bytes: count once
+  int64_t total = 0;
+  std::vector<const Tensor*> tables;  // embedding tables, counted after the rest
+  for (const auto& slot : slots::all_slots()) {
+    const int64_t layers = slot.per_layer ? config_.n_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      const Tensor& t = slots::tensor_of(weights_, slot, l);
+      if (!t.defined()) continue;
+      if (slot.role == slots::Role::embedding) {
+        tables.push_back(&t);
+      } else if (seen.insert({t.raw_data(), t.nbytes()}).second) {
+        total += t.nbytes();
+      }
+    }
+  }
+  for (const Tensor* t : tables) {
+    if (seen.count({t->raw_data(), t->nbytes()}) != 0) continue;  // read whole as the tied output
+    const int64_t rows = t->shape().rank() > 0 ? t->shape()[0] : 1;
+    total += rows > 0 ? t->nbytes() / rows : 0;
   }
   return total;
 }

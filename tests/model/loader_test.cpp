@@ -199,6 +199,28 @@ TEST_CASE("tied embeddings alias the embedding storage, from every format") {
   }
 }
 
+TEST_CASE("decode_weight_bytes counts one row of an embedding table, or all of it when tied") {
+  for (const bool tied : {false, true}) {
+    INFO("tied " << tied);
+    Fixture f;
+    f.config.tie_word_embeddings = tied;
+    f.weights = t::random_weights(f.config, 23);
+    const fs::path out = f.dir / (tied ? "tied.gguf" : "untied.gguf");
+    loom::export_model(f.config, f.weights, out, ExportFormat::gguf);
+    auto model = loom::load_model(out, loom::test::quiet_load_options());
+    const loom::Tensor& table = model->weights().token_embd;
+    const int64_t row = table.nbytes() / table.shape()[0];
+    REQUIRE(row > 0);
+    if (tied) {
+      // The table is the output projection too: decode reads it whole, once.
+      CHECK(model->decode_weight_bytes() == model->weight_bytes());
+    } else {
+      CHECK(model->decode_weight_bytes() == model->weight_bytes() - table.nbytes() + row);
+    }
+    CHECK(model->decode_weight_bytes() < model->weight_bytes() + 1);
+  }
+}
+
 TEST_CASE("conversions to f16 and bf16 and back, with clamp counts in the report") {
   Fixture f;
   // One weight too large for f16, one NaN-free; the model stays usable.
