@@ -205,52 +205,39 @@ TEST_CASE("threads: a pack's tensors hashed on 1, 2 and 3 threads give the same 
   }
 }
 
-TEST_CASE("threads: parallel_for covers every index exactly once for any size, grain and pool") {
+TEST_CASE("threads: parallel_for and split_rows cover every index exactly once, in whole grains, a piece a thread") {
+  // Every index once, every piece but the last a whole number of grains, no piece empty,
+  // and parallel_for's split: ceil(units / threads) grains a piece, so no more pieces than
+  // threads (split_rows takes the same split: each piece starts its weight streams cold).
   for (int threads : {1, 2, 3, 5}) {
     loom::ThreadPool pool(threads);
     for (int64_t n : {1, 2, 7, 64, 1000, 4097}) {
       for (int64_t grain : {1, 3, 16, 5000}) {
-        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-        std::atomic<int> bad_ranges{0};
-        pool.parallel_for(n, grain, [&](int64_t b, int64_t e, int thread) {
-          if (b >= e || thread < 0 || thread >= threads || (e != n && (e - b) % grain != 0)) ++bad_ranges;
-          for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
-        });
-        int wrong = 0;
-        for (auto& h : hits) wrong += h.load() != 1;
-        INFO("threads " << threads << " n " << n << " grain " << grain);
-        CHECK(wrong == 0);
-        CHECK(bad_ranges.load() == 0);
-      }
-    }
-  }
-}
-
-TEST_CASE("threads: split_rows covers every row exactly once, in whole grains, one piece per thread at most") {
-  // One contiguous share per thread: every row once, every piece but the last a whole
-  // number of grains, no piece empty, and no more pieces than threads (each piece starts
-  // its weight streams cold).
-  for (int threads : {1, 2, 3, 5}) {
-    loom::ThreadPool pool(threads);
-    for (int64_t n : {1, 2, 7, 64, 1000, 4097}) {
-      for (int64_t grain : {1, 3, 16, 5000}) {
-        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-        std::atomic<int> bad_ranges{0}, pieces{0};
-        loom::kernels::split_rows(pool, n, grain, [&](int64_t b, int64_t e) {
-          if (b >= e || b % grain != 0 || (e != n && (e - b) % grain != 0)) ++bad_ranges;
-          ++pieces;
-          for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
-        });
-        int wrong = 0;
-        for (auto& h : hits) wrong += h.load() != 1;
-        INFO("threads " << threads << " n " << n << " grain " << grain);
-        CHECK(wrong == 0);
-        CHECK(bad_ranges.load() == 0);
-        // parallel_for's split: ceil(units / threads) grains a piece.
-        const int64_t units = (n + grain - 1) / grain;
-        const int64_t per_piece = (units + threads - 1) / threads;
-        CHECK(pieces.load() == (units + per_piece - 1) / per_piece);
-        CHECK(pieces.load() <= threads);
+        for (const bool via_split_rows : {false, true}) {
+          std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+          std::atomic<int> bad_ranges{0}, pieces{0};
+          auto record = [&](int64_t b, int64_t e, int thread) {
+            if (b >= e || b % grain != 0 || thread < 0 || thread >= threads || (e != n && (e - b) % grain != 0)) {
+              ++bad_ranges;
+            }
+            ++pieces;
+            for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+          };
+          if (via_split_rows) {
+            loom::kernels::split_rows(pool, n, grain, [&](int64_t b, int64_t e) { record(b, e, 0); });
+          } else {
+            pool.parallel_for(n, grain, record);
+          }
+          int wrong = 0;
+          for (auto& h : hits) wrong += h.load() != 1;
+          INFO("threads " << threads << " n " << n << " grain " << grain << " split_rows " << via_split_rows);
+          CHECK(wrong == 0);
+          CHECK(bad_ranges.load() == 0);
+          const int64_t units = (n + grain - 1) / grain;
+          const int64_t per_piece = (units + threads - 1) / threads;
+          CHECK(pieces.load() == (units + per_piece - 1) / per_piece);
+          CHECK(pieces.load() <= threads);
+        }
       }
     }
   }
