@@ -631,7 +631,7 @@ int cmd_bench(const Args& a) {
               static_cast<double>(model->weight_bytes()) / 1e6);
   std::printf("threads  %d; KV cache in %s\n", s.pool().size(), std::string(loom::dtype_name(so.kv_dtype)).c_str());
   std::printf("prefill  %d tokens: median %.4f s, %.1f tok/s (%d reps)\n", prompt_tokens, pre_med, prompt_tokens / pre_med, reps);
-  // A step reads every weight but the token embedding table, of which it reads one row.
+  // What a step reads: one row of an untied embedding table, every other weight whole.
   std::printf("decode   %d tokens: median %.4f s, %.1f tok/s, %.2f GB/s of weights read\n", gen_tokens, dec_med,
               gen_tokens / dec_med, static_cast<double>(model->decode_weight_bytes()) * gen_tokens / dec_med / 1e9);
   return 0;

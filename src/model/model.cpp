@@ -1,7 +1,7 @@
 #include "loom/model.hpp"
 
-#include <set>
-#include <vector>
+#include <map>
+#include <utility>
 
 #include "loom/error.hpp"
 #include "model/weight_slots.hpp"
@@ -58,41 +58,46 @@ Model::Model(ModelConfig config, ModelWeights weights, std::shared_ptr<const Tok
   check_weights(config_, weights_);
 }
 
-int64_t Model::weight_bytes() const {
-  std::set<std::pair<const void*, int64_t>> seen;  // tied slots share bytes: count once
-  int64_t total = 0;
+namespace {
+
+// Each distinct weight storage once (tied slots share one), with its bytes, the bytes of
+// one of its rows, and whether a decode step reads it whole (any slot but an embedding
+// table's uses it) or only a row per token (an embedding table's alone).
+struct WeightStorage {
+  int64_t bytes = 0;
+  int64_t row_bytes = 0;
+  bool read_whole = false;
+};
+
+std::map<std::pair<const void*, int64_t>, WeightStorage> weight_storages(const ModelConfig& config,
+                                                                         const ModelWeights& weights) {
+  std::map<std::pair<const void*, int64_t>, WeightStorage> storages;
   for (const auto& slot : slots::all_slots()) {
-    const int64_t layers = slot.per_layer ? config_.n_layers : 1;
+    const int64_t layers = slot.per_layer ? config.n_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
-      const Tensor& t = slots::tensor_of(weights_, slot, l);
+      const Tensor& t = slots::tensor_of(weights, slot, l);
       if (!t.defined()) continue;
-      if (seen.insert({t.raw_data(), t.nbytes()}).second) total += t.nbytes();
+      WeightStorage& s = storages[{t.raw_data(), t.nbytes()}];
+      const int64_t rows = t.shape().rank() > 0 ? t.shape()[0] : 1;
+      s.bytes = t.nbytes();
+      s.row_bytes = rows > 0 ? t.nbytes() / rows : 0;
+      s.read_whole = s.read_whole || slot.role != slots::Role::embedding;
     }
   }
+  return storages;
+}
+
+}  // namespace
+
+int64_t Model::weight_bytes() const {
+  int64_t total = 0;
+  for (const auto& [key, s] : weight_storages(config_, weights_)) total += s.bytes;
   return total;
 }
 
 int64_t Model::decode_weight_bytes() const {
-  std::set<std::pair<const void*, int64_t>> seen;  // tied slots share bytes: count once
   int64_t total = 0;
-  std::vector<const Tensor*> tables;  // embedding tables, counted after the rest
-  for (const auto& slot : slots::all_slots()) {
-    const int64_t layers = slot.per_layer ? config_.n_layers : 1;
-    for (int64_t l = 0; l < layers; ++l) {
-      const Tensor& t = slots::tensor_of(weights_, slot, l);
-      if (!t.defined()) continue;
-      if (slot.role == slots::Role::embedding) {
-        tables.push_back(&t);
-      } else if (seen.insert({t.raw_data(), t.nbytes()}).second) {
-        total += t.nbytes();
-      }
-    }
-  }
-  for (const Tensor* t : tables) {
-    if (seen.count({t->raw_data(), t->nbytes()}) != 0) continue;  // read whole as the tied output
-    const int64_t rows = t->shape().rank() > 0 ? t->shape()[0] : 1;
-    total += rows > 0 ? t->nbytes() / rows : 0;
-  }
+  for (const auto& [key, s] : weight_storages(config_, weights_)) total += s.read_whole ? s.bytes : s.row_bytes;
   return total;
 }
 
