@@ -1,5 +1,7 @@
 #include "model/load_plan.hpp"
 
+#include <algorithm>
+
 #include "loom/error.hpp"
 #include "model/weight_slots.hpp"
 #include "tensor/byte_order.hpp"
@@ -93,8 +95,12 @@ Plan plan_load(const Manifest& manifest, const WeightSource& source, const LoadO
       // A pack's kernel-native layout: taken as stored (a view where mapped, read whole
       // otherwise); the layout step after streaming (load_repack.hpp) keeps it where
       // this CPU's kernels read it and `target` is its dtype, else unpacks it to rows.
+      // A tied output's table is a projection matrix too (the pack writer packs it).
       const slots::WeightSlot* slot = slots::find_slot(e.slot);
-      if (slot->role != slots::Role::matrix || e.transposed || e.split || e.add_one) {
+      const bool tied_table = std::any_of(manifest.entries().begin(), manifest.entries().end(), [&](const ManifestEntry& o) {
+        return o.tied && slots::find_slot(o.slot)->ties_to == slot->id;
+      });
+      if ((slot->role != slots::Role::matrix && !tied_table) || e.transposed || e.split || e.add_one) {
         throw Error(ErrorCode::format, "a packed tensor (" + std::string(packing_name(r.packing)) +
                                            ") in a slot that does not read it as one whole projection matrix",
                     {.file = file.path, .tensor = r.name});

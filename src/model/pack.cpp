@@ -266,7 +266,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
     bool vector;
     bool tied;
     bool quantizable;  // slots::recipe_may_quantize
-    bool matrix;       // a projection matrix (the only tensors a packing may hold)
+    bool product;      // a product's matrix (a projection, or a tied output's table): what may be packed
   };
   std::vector<Item> items;
   for (const auto& slot : slots::all_slots()) {
@@ -276,7 +276,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
       const Tensor& t = slots::tensor_of(weights, slot, l);
       const bool tied = slots::tied_in(config, slot) && slots::shares_tied_storage(weights, slot);
       items.push_back({slots::full_name(slot, l), &t, slots::is_vector(slot.role), tied, slots::recipe_may_quantize(slot),
-                       slot.role == slots::Role::matrix});
+                       slot.role == slots::Role::matrix || slots::is_tied_table(weights, slot)});
     }
   }
 
@@ -331,7 +331,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
         std::string note;
         Tensor bytes = pack_bytes_of(*item.tensor, item.vector, options, quantize_to(item), note);
         if (!note.empty()) notes.push_back(item.name + ": " + note);
-        if (options.repack == RepackMode::automatic && item.matrix) {
+        if (options.repack == RepackMode::automatic && item.product) {
           const Packing packing = kernel_registry().preferred_packing(bytes.dtype());
           if (packing != Packing::none && can_pack(bytes, packing)) bytes = pack(bytes, packing, &hash_pool);
         }

@@ -1,5 +1,7 @@
 #include "model/weight_slots.hpp"
 
+#include <algorithm>
+
 #include <array>
 
 namespace loom::slots {
@@ -162,6 +164,12 @@ bool shares_tied_storage(const ModelWeights& weights, const WeightSlot& s) noexc
   const Tensor& t = tensor_of(weights, s, 0);
   const Tensor& to = tensor_of(weights, slot(s.ties_to), 0);
   return t.defined() && to.defined() && t.shares_storage_with(to) && t.raw_data() == to.raw_data();
+}
+
+bool is_tied_table(const ModelWeights& weights, const WeightSlot& table) noexcept {
+  return std::any_of(all_slots().begin(), all_slots().end(), [&](const WeightSlot& s) {
+    return s.ties_to == table.id && shares_tied_storage(weights, s);
+  });
 }
 
 }  // namespace loom::slots

@@ -99,5 +99,8 @@ const WeightSlot* find_slot(std::string_view name) noexcept;
 bool tied_in(const ModelConfig& config, const WeightSlot& slot) noexcept;
 // Whether `weights` actually share that storage (what the loader did, or a host built).
 bool shares_tied_storage(const ModelWeights& weights, const WeightSlot& slot) noexcept;
+// Whether a slot tied to `slot` shares its storage (the token embedding of a tied output):
+// the table is then also a product's matrix, and takes its layout (load_repack.cpp).
+bool is_tied_table(const ModelWeights& weights, const WeightSlot& slot) noexcept;
 
 }  // namespace loom::slots

@@ -75,7 +75,9 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
       t = converted(t, dtype);
       if (t.raw_data() == before) continue;  // the target's own matrix, shared as it is
       const Packing packing = kernels::preferred_packing(t.dtype());
-      if (slot.role == slots::Role::matrix && t.packing() == Packing::none && can_pack(t, packing)) {
+      // A tied output's table is a product's matrix too (the loader packs it likewise).
+      const bool product = slot.role == slots::Role::matrix || slots::is_tied_table(target.weights(), slot);
+      if (product && t.packing() == Packing::none && can_pack(t, packing)) {
         t = pack(t, packing);
       }
       owned.push_back(&t);

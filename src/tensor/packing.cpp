@@ -435,4 +435,25 @@ Tensor unpack(const Tensor& t, ThreadPool* pool) {
   return out;
 }
 
+void unpack_row(const Tensor& t, int64_t row, void* out) {
+  if (t.shape().rank() != 2 || row < 0 || row >= t.shape()[0]) {
+    throw Error(ErrorCode::invalid_argument,
+                "row " + std::to_string(row) + " is outside " + t.describe());
+  }
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out);
+  if (t.packing() == Packing::none) {
+    if (t.layout() != Layout::row_major || !t.is_contiguous()) {
+      throw Error(ErrorCode::invalid_argument, "cannot read a row of " + t.describe());
+    }
+    const int64_t row_bytes = static_cast<int64_t>(dtype_bytes(t.dtype(), t.shape()[1], t.shape()[1]));
+    std::memcpy(dst, src + row * row_bytes, static_cast<size_t>(row_bytes));
+    return;
+  }
+  const PackingInfo& info = packing_info(t.packing());
+  const Geometry g = geometry(info, t.shape());
+  const uint8_t* panel = src + (row / info.panel_rows) * g.stride;
+  for (int64_t b = 0; b < g.nb; ++b) info.unpack_block(panel + b * g.group, row % info.panel_rows, dst + b * g.row_block);
+}
+
 }  // namespace loom

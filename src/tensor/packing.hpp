@@ -231,4 +231,10 @@ Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool = nullptr);
 // given); a tensor that is not packed is returned as it is (no copy).
 Tensor unpack(const Tensor& t, ThreadPool* pool = nullptr);
 
+// Row `row` of the 2-D `t` as the dtype's row bytes (dtype_bytes of one row) into `out`:
+// unpacked from its panel when `t` is packed, copied when it is row-major and contiguous.
+// What an embedding lookup in a packed (tied) table reads. Throws Error(invalid_argument)
+// for a row outside the matrix or another layout.
+void unpack_row(const Tensor& t, int64_t row, void* out);
+
 }  // namespace loom

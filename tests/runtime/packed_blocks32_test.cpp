@@ -75,6 +75,7 @@ TEST_CASE("packing: 32-element-run packings pack and unpack byte for byte, rows 
         CHECK(back.layout() == loom::Layout::row_major);
         REQUIRE(back.nbytes() == w.nbytes());
         CHECK(std::memcmp(back.raw_data(), w.raw_data(), static_cast<size_t>(w.nbytes())) == 0);
+        t::check_unpack_rows(w, p);
         const Tensor copied = p.copy();
         CHECK(copied.packing() == c.packing);
         CHECK(std::memcmp(copied.raw_data(), p.raw_data(), static_cast<size_t>(p.nbytes())) == 0);

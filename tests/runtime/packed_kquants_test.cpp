@@ -67,6 +67,7 @@ TEST_CASE("packing: the k-quant packings (q2_k_x16 .. q6_k_x16) pack and unpack 
         REQUIRE(back.nbytes() == w.nbytes());
         CHECK(std::memcmp(back.raw_data(), w.raw_data(), static_cast<size_t>(w.nbytes())) == 0);
         CHECK(std::memcmp(loom::unpack(p).raw_data(), w.raw_data(), static_cast<size_t>(w.nbytes())) == 0);
+        t::check_unpack_rows(w, p);
       }
     }
   }

@@ -1,10 +1,12 @@
 // Packs that store kernel-native layouts (PackOptions::repack, `loom convert --repack`),
-// q8_0 panels and f16 panels:
+// q8_0 panels (a tied output's table too) and f16 panels:
 // what the index and provenance say, a load that maps the panels as stored, a load on a
 // CPU whose kernels do not read them (unpacked, with a note), a load that asks for
 // another dtype, conversion back to rows, and index entries the loader must refuse.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "loom/loader.hpp"
 #include "loom/pack.hpp"
 #include "loom/session.hpp"
+#include "loom/speculative.hpp"
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "support/model_compare.hpp"
@@ -315,4 +318,77 @@ TEST_CASE("packed packs: an f16 pack written with --repack stores f16_x64 panels
   CHECK(has_note(*unpacked->load_report(), std::to_string(projections) + " matrices stored as f16_x64"));
   const auto rows_here = loom::load_model(dir / "rows", load_options());
   CHECK(t::same_bits(logits_of(unpacked), logits_of(rows_here)));
+}
+
+TEST_CASE("packed packs: a tied output's table takes the output's panels, in a load, a pack and a draft copy") {
+  loom::ModelConfig c = config();
+  c.tie_word_embeddings = true;
+  t::TempDir dir;
+  loom::export_model(c, t::random_weights(c, 73), dir / "src", loom::ExportFormat::safetensors);
+  loom::write_pack(dir / "src", dir / "rows", q8_pack(loom::RepackMode::off));
+  loom::write_pack(dir / "src", dir / "packed", q8_pack(loom::RepackMode::automatic));
+  CHECK(loom::verify_pack(dir / "packed").empty());
+  if (!native()) {
+    WARN("SKIPPED: this CPU's kernels have no packed q8_0 layout (no AVX-512 VNNI): the pack holds rows");
+    return;
+  }
+  // The projections (no output of its own) and the table the output shares.
+  const int64_t packed_count = projection_count(c) + 1;
+  const std::string index = t::read_file_text(dir / "packed" / "index.json");
+  CHECK(index.find("\"q8_0_x16\": " + std::to_string(packed_count)) != std::string::npos);
+  const size_t embd = index.find("\"name\": \"token_embd\"");
+  REQUIRE(embd != std::string::npos);
+  CHECK(index.find("\"packing\": \"q8_0_x16\"", embd) < index.find("\"name\"", embd + 1));
+
+  const auto rows = loom::load_model(dir / "rows", load_options());
+  CHECK(rows->weights().token_embd.packing() == Packing::none);
+  CHECK(rows->weights().output.raw_data() == rows->weights().token_embd.raw_data());
+
+  // A repacking load packs the table once; the output still shares it.
+  const auto repacked = loom::load_model(dir / "rows", load_options(std::nullopt, loom::RepackMode::automatic));
+  const loom::ModelWeights& w = repacked->weights();
+  CHECK(w.token_embd.packing() == Packing::q8_0_x16);
+  CHECK(w.output.raw_data() == w.token_embd.raw_data());
+  CHECK(repacked->load_report()->repacked_tensors == packed_count);
+  const auto& rec = record(*repacked->load_report(), "token_embd");
+  CHECK(rec.layout_change == "repacked q8_0_x16");
+  CHECK(rec.packing == Packing::q8_0_x16);
+  CHECK_FALSE(rec.zero_copy);
+  t::check_same_rows(*rows, *repacked);
+  const std::vector<float> repacked_logits = logits_of(repacked);
+  // The packed and the row-major q8_0 kernels sum in different orders: f32 rounding.
+  const std::vector<float> rows_logits = logits_of(rows);
+  REQUIRE(rows_logits.size() == repacked_logits.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < rows_logits.size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(rows_logits[i] - repacked_logits[i])));
+  }
+  CHECK(worst < 1e-4);
+
+  // The pack stores the table packed and a load maps it as stored.
+  const auto stored = loom::load_model(dir / "packed", load_options());
+  CHECK(stored->load_report()->stored_packed_tensors == packed_count);
+  CHECK(stored->load_report()->memory.owned_weight_bytes == 0);
+  CHECK(stored->weights().token_embd.packing() == Packing::q8_0_x16);
+  CHECK(stored->weights().output.raw_data() == stored->weights().token_embd.raw_data());
+  CHECK(record(*stored->load_report(), "token_embd").layout_change == "q8_0_x16 as stored");
+  CHECK(t::same_bits(logits_of(stored), repacked_logits));
+
+  // A q8_0 draft copy of the f32 target packs its table as the loader does: the same
+  // bytes and logits as the repacking load of the q8_0 pack.
+  const auto target = loom::load_model(dir / "src", load_options());
+  const auto draft = loom::make_draft_copy(*target, DType::q8_0);
+  CHECK(draft->weights().token_embd.packing() == Packing::q8_0_x16);
+  CHECK(draft->weights().output.raw_data() == draft->weights().token_embd.raw_data());
+  t::check_same_rows(*rows, *draft);
+  CHECK(t::same_bits(logits_of(draft), repacked_logits));
+
+  // Where the kernels read rows, the stored table is unpacked with the projections.
+  t::IsaScope avx2(loom::Isa::avx2);
+  const auto unpacked = loom::load_model(dir / "packed", load_options());
+  CHECK(unpacked->weights().token_embd.packing() == Packing::none);
+  CHECK(unpacked->weights().output.raw_data() == unpacked->weights().token_embd.raw_data());
+  CHECK(has_note(*unpacked->load_report(), std::to_string(packed_count) + " matrices stored as q8_0_x16"));
+  t::check_same_rows(*rows, *unpacked);
+  CHECK(t::same_bits(logits_of(unpacked), logits_of(loom::load_model(dir / "rows", load_options()))));
 }

@@ -80,6 +80,7 @@ TEST_CASE("packing: f32_x64, f16_x64 and bf16_x64 put element (r, k) at 64k + r 
       CHECK(back.packing() == Packing::none);
       REQUIRE(back.nbytes() == w.nbytes());
       CHECK(std::memcmp(back.raw_data(), w.raw_data(), w.nbytes()) == 0);
+      t::check_unpack_rows(w, p);
     }
     // Rows of whole 16-column blocks only; and only its own dtype.
     CHECK_FALSE(loom::packing_fits(c.packing, c.dtype, loom::Shape{64, 40}));

@@ -8,15 +8,18 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "loom/convert.hpp"
+#include "loom/error.hpp"
 #include "loom/tensor.hpp"
 #include "loom/thread_pool.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/packed_panels.hpp"
+#include "tensor/packing.hpp"
 #include "support/test_support.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -35,6 +38,31 @@ inline Tensor random_quantized(DType dtype, int64_t rows, int64_t cols, std::mt1
   Tensor t = Tensor::empty(Shape{rows, cols}, dtype);
   quant::quantize(dtype, v.data(), t.mutable_raw_data(), v.size());
   return t;
+}
+
+// `w` row-major, `p` its packed copy: each row read alone (unpack_row, what an embedding
+// lookup in a packed tied table does) is w's row byte for byte, also through the
+// embedding lookup as f32; rows outside the matrix are refused.
+inline void check_unpack_rows(const Tensor& w, const Tensor& p) {
+  const int64_t rows = w.shape()[0];
+  const int64_t cols = w.shape()[1];
+  const auto row_bytes = static_cast<size_t>(dtype_bytes(w.dtype(), cols, cols));
+  std::vector<uint8_t> got(row_bytes);
+  std::vector<float> from_rows(static_cast<size_t>(cols)), from_panels(static_cast<size_t>(cols));
+  bool same = true, same_embedding = true;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::fill(got.begin(), got.end(), uint8_t{0xA5});
+    unpack_row(p, r, got.data());
+    same = same && std::memcmp(got.data(), static_cast<const uint8_t*>(w.raw_data()) + r * row_bytes, row_bytes) == 0;
+    kernels::embedding_row(w, r, from_rows.data());
+    kernels::embedding_row(p, r, from_panels.data());
+    same_embedding = same_embedding && std::memcmp(from_rows.data(), from_panels.data(), cols * sizeof(float)) == 0;
+  }
+  CHECK(same);
+  CHECK(same_embedding);
+  CHECK_THROWS_AS(unpack_row(p, rows, got.data()), Error);
+  CHECK_THROWS_AS(unpack_row(p, -1, got.data()), Error);
+  CHECK_THROWS_AS(kernels::embedding_row(p, rows, from_panels.data()), Error);
 }
 
 // `w` row-major, `p` its packed copy; products over 1, 2, 3, 5, 8 and 13 random tokens.

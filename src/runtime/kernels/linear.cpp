@@ -263,6 +263,13 @@ void embedding_row(const Tensor& table, int64_t row, float* out) {
                     std::to_string(rows));
   }
   const int64_t row_bytes = dtype_bytes(table.dtype(), cols, cols);
+  if (table.packing() != Packing::none) {  // a tied table packed for the output product
+    thread_local std::vector<std::byte> bytes;
+    bytes.resize(static_cast<size_t>(row_bytes));
+    unpack_row(table, row, bytes.data());
+    convert(table.dtype(), bytes.data(), DType::f32, out, static_cast<size_t>(cols));
+    return;
+  }
   convert(table.dtype(), static_cast<const std::byte*>(table.raw_data()) + row * row_bytes,
           DType::f32, out, static_cast<size_t>(cols));
 }

@@ -85,7 +85,8 @@ bool linear_supports(DType dtype) noexcept;
 // lower layers ask instead of calling into the runtime. Called by src/compose.cpp.
 void register_kernels(KernelRegistry& registry) noexcept;
 
-// Copies row `row` of an embedding table [vocab, dim] (any dtype) into out as f32.
+// Copies row `row` of an embedding table [vocab, dim] (any dtype; row-major, or packed
+// when it is a tied output's table) into out as f32.
 void embedding_row(const Tensor& table, int64_t row, float* out);
 
 }  // namespace loom::kernels
