@@ -105,12 +105,16 @@ std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m) {
   loom::ModelWeights w = m.weights();  // tensors share storage: only packed ones are new
   bool any = false;
   for (const auto& slot : loom::slots::all_slots()) {
-    if (slot.role != loom::slots::Role::matrix || !slot.needed(c) || loom::slots::shares_tied_storage(w, slot)) continue;
+    if (slot.role != loom::slots::Role::matrix || !slot.needed(c)) continue;
+    // A tied output's table is packed as the output's matrix, as the loader does.
+    const bool tied = loom::slots::shares_tied_storage(w, slot);
+    const loom::slots::WeightSlot& owner = tied ? loom::slots::slot(slot.ties_to) : slot;
     for (int64_t l = 0; l < (slot.per_layer ? c.n_layers : 1); ++l) {
-      loom::Tensor& t = loom::slots::tensor_of(w, slot, l);
+      loom::Tensor& t = loom::slots::tensor_of(w, owner, l);
       const loom::Packing packing = loom::kernel_registry().preferred_packing(t.dtype());
       if (packing == loom::Packing::none || !loom::can_pack(t, packing)) continue;
       t = loom::pack(t, packing);
+      if (tied) loom::slots::tensor_of(w, slot, l) = t;
       any = true;
     }
   }
