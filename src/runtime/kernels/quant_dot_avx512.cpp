@@ -74,49 +74,76 @@ void prepare_q4_0_x4(const uint8_t* row, const float*, int64_t blocks, uint8_t* 
   }
 }
 
+// R rows (row_stride apart) against Nt activation rows, out[r * out_row_stride + t]: each
+// (row, activation) pair the same operations in the same order whatever R, so a group of
+// rows gives each row's own bits.
+template <int R, int Nt>
+QZ_INLINE void q4_0_x4(const uint8_t* w, size_t row_stride, const ActTile& acts, int64_t blocks, float* out,
+                       int64_t out_row_stride) {
+  __m512 acc[R][Nt];
+  __m256 tail[R][Nt];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < Nt; ++t) {
+      acc[r][t] = _mm512_setzero_ps();
+      tail[r][t] = _mm256_setzero_ps();
+    }
+  }
+  const __m512i low_mask = _mm512_set1_epi8(0x0F);
+  // f32 lanes 4i..4i+3 take the scale of block i
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const int64_t groups = blocks / 4;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* wb = w + static_cast<size_t>(r) * row_stride + static_cast<size_t>(g) * 4 * 18;
+      prefetch_ahead(wb, 72);
+      __m512i q = _mm512_castsi128_si512(load128(wb + 2));
+      q = _mm512_inserti32x4(q, load128(wb + 20), 1);
+      q = _mm512_inserti32x4(q, load128(wb + 38), 2);
+      q = _mm512_inserti32x4(q, load128(wb + 56), 3);
+      const __m512i lo = _mm512_and_si512(q, low_mask);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask);
+      uint16_t h[4];
+      for (int i = 0; i < 4; ++i) std::memcpy(&h[i], wb + 18 * i, 2);
+      const __m128 dw = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, static_cast<short>(h[3]), static_cast<short>(h[2]),
+                                                   static_cast<short>(h[1]), static_cast<short>(h[0])));
+      for (int t = 0; t < Nt; ++t) {
+        const uint8_t* p = acts.prepared[t] + static_cast<size_t>(g) * kQ4Group;
+        __m512i prod = _mm512_dpbusd_epi32(load512(p + 128), lo, load512(p));
+        prod = _mm512_dpbusd_epi32(prod, hi, load512(p + 64));
+        const __m128 s = _mm_mul_ps(dw, _mm_loadu_ps(acts.scales[t] + 4 * g));
+        const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_zextps128_ps512(s));
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), scale, acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int64_t b = 4 * groups; b < blocks; ++b) {
+      const auto at = static_cast<size_t>(b);
+      legacy_block<WQ4_0, Nt>(w + static_cast<size_t>(r) * row_stride + at * 18, acts, at, tail[r]);
+    }
+    for (int t = 0; t < Nt; ++t) out[r * out_row_stride + t] = simd::hsum512(acc[r][t]) + hsum(tail[r][t]);
+  }
+}
+
+// q4_0: one row against a tile, or (decode) kRowGroup distant rows against one token, four
+// weight streams a thread (see RowTiles); wider groups run their rows one after another.
 struct Q4_0X4 {
   template <int Nt>
   struct Tile {
     LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
                                             float* out) {
-      __m512 acc[Nt];
-      __m256 tail[Nt];
-      for (int t = 0; t < Nt; ++t) {
-        acc[t] = _mm512_setzero_ps();
-        tail[t] = _mm256_setzero_ps();
+      q4_0_x4<1, Nt>(w, 0, acts, blocks, out, 0);
+    }
+  };
+  template <int Nt>
+  struct Group {
+    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, size_t row_stride, const ActTile& acts,
+                                            int64_t blocks, float* out) {
+      if constexpr (Nt > 1) {
+        for (int r = 0; r < kRowGroup; ++r) q4_0_x4<1, Nt>(w + r * row_stride, 0, acts, blocks, out + r * kMaxTile, 0);
+      } else {
+        q4_0_x4<kRowGroup, 1>(w, row_stride, acts, blocks, out, kMaxTile);
       }
-      const __m512i low_mask = _mm512_set1_epi8(0x0F);
-      // f32 lanes 4i..4i+3 take the scale of block i
-      const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-      const int64_t groups = blocks / 4;
-      for (int64_t g = 0; g < groups; ++g) {
-        const uint8_t* wb = w + static_cast<size_t>(g) * 4 * 18;
-        prefetch_ahead(wb, 72);
-        __m512i q = _mm512_castsi128_si512(load128(wb + 2));
-        q = _mm512_inserti32x4(q, load128(wb + 20), 1);
-        q = _mm512_inserti32x4(q, load128(wb + 38), 2);
-        q = _mm512_inserti32x4(q, load128(wb + 56), 3);
-        const __m512i lo = _mm512_and_si512(q, low_mask);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask);
-        uint16_t h[4];
-        for (int i = 0; i < 4; ++i) std::memcpy(&h[i], wb + 18 * i, 2);
-        const __m128 dw = _mm_cvtph_ps(
-            _mm_set_epi16(0, 0, 0, 0, static_cast<short>(h[3]), static_cast<short>(h[2]),
-                          static_cast<short>(h[1]), static_cast<short>(h[0])));
-        for (int t = 0; t < Nt; ++t) {
-          const uint8_t* p = acts.prepared[t] + static_cast<size_t>(g) * kQ4Group;
-          __m512i prod = _mm512_dpbusd_epi32(load512(p + 128), lo, load512(p));
-          prod = _mm512_dpbusd_epi32(prod, hi, load512(p + 64));
-          const __m128 s = _mm_mul_ps(dw, _mm_loadu_ps(acts.scales[t] + 4 * g));
-          const __m512 scale = _mm512_permutexvar_ps(spread, _mm512_zextps128_ps512(s));
-          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(prod), scale, acc[t]);
-        }
-      }
-      for (int64_t b = 4 * groups; b < blocks; ++b) {
-        const auto at = static_cast<size_t>(b);
-        legacy_block<WQ4_0, Nt>(w + at * 18, acts, at, tail);
-      }
-      for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]) + hsum(tail[t]);
     }
   };
 };
@@ -197,76 +224,70 @@ QZ_INLINE __m512 add_block_with_mins(__m512 acc, __m512 d, __m512 dmin, __m512i 
 // against 673-737, prefill 1254-1306 against 1063-1108; q3_k (the vector scale unpacking
 // in both) decode 535 against 349-353, B = 8 844-954 against 645-681, prefill 1405-1619
 // against 918-1052. In cache (one thread): q2_k 60-63 against 44-46 Gelem/s, q3_k 52.7
-// against 30.5.
+// against 30.5. Written as RowTiles' block step: one block of one row against Nt
+// activation rows.
 template <bool kQ3>
 struct KPlanesZ {
   static constexpr size_t kBytes = kQ3 ? 110 : 84;
   static constexpr size_t kQs = kQ3 ? 32 : 16;
+  struct Constants {
+    __m512i three = _mm512_set1_epi8(3);
+    __m512i four = _mm512_set1_epi8(4);
+    __m128i low_mask = _mm_set1_epi8(0x0F);
+  };
 
   template <int Nt>
-  struct Tile {
-    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, const ActTile& acts, int64_t blocks,
-                                            float* out) {
-      __m512 acc[Nt];
-      for (int t = 0; t < Nt; ++t) acc[t] = _mm512_setzero_ps();
-      const __m512i three = _mm512_set1_epi8(3);
-      [[maybe_unused]] const __m512i four = _mm512_set1_epi8(4);
-      const __m128i low_mask = _mm_set1_epi8(0x0F);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* wb = w + static_cast<size_t>(b) * kBytes;
-        const size_t at = static_cast<size_t>(b) * kActQ8K;
-        prefetch_ahead(wb, kBytes);
-        __m256i scales;  // i16
-        [[maybe_unused]] __m256i mins;
-        [[maybe_unused]] __m512i hmask;
+  QZ_INLINE static void add_block(const uint8_t* wb, const ActTile& acts, int64_t b, const Constants& k,
+                                  __m512* acc) {
+    const size_t at = static_cast<size_t>(b) * kActQ8K;
+    __m256i scales;  // i16
+    [[maybe_unused]] __m256i mins;
+    [[maybe_unused]] __m512i hmask;
+    if constexpr (kQ3) {
+      scales = Q3K::unpack_scales(wb + 96);
+      hmask = broadcast256(wb);
+    } else {
+      const __m128i packed = load128(wb);
+      scales = _mm256_cvtepu8_epi16(_mm_and_si128(packed, k.low_mask));
+      mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), k.low_mask));
+    }
+    const __m512i scales_z = _mm512_zextsi256_si512(scales);
+    __m512i sum[Nt];
+    for (int t = 0; t < Nt; ++t) sum[t] = _mm512_setzero_si512();
+    for (int chunk = 0; chunk < 2; ++chunk) {
+      const __m512i raw = broadcast256(wb + kQs + 32 * static_cast<size_t>(chunk));
+      for (int pair = 0; pair < 2; ++pair) {
+        const int j = 2 * pair;  // planes j and j + 1
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, half_counts(2 * j, 2 * j + 2)), k.three);
         if constexpr (kQ3) {
-          scales = Q3K::unpack_scales(wb + 96);
-          hmask = broadcast256(wb);
-        } else {
-          const __m128i packed = load128(wb);
-          scales = _mm256_cvtepu8_epi16(_mm_and_si128(packed, low_mask));
-          mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low_mask));
+          // bit 4 * chunk + plane of each hmask byte onto bit 2
+          const int hb = 4 * chunk + j;
+          const __m512i high = hb >= 2 ? _mm512_srlv_epi16(hmask, half_counts(hb - 2, hb - 1))
+                                       : _mm512_sllv_epi16(hmask, half_counts(2 - hb, 1 - hb));
+          q = _mm512_ternarylogic_epi32(q, high, k.four, 0xF8);  // q | (high & 4)
         }
-        const __m512i scales_z = _mm512_zextsi256_si512(scales);
-        __m512i sum[Nt];
-        for (int t = 0; t < Nt; ++t) sum[t] = _mm512_setzero_si512();
-        for (int chunk = 0; chunk < 2; ++chunk) {
-          const __m512i raw = broadcast256(wb + kQs + 32 * static_cast<size_t>(chunk));
-          for (int pair = 0; pair < 2; ++pair) {
-            const int j = 2 * pair;  // planes j and j + 1
-            __m512i q = _mm512_and_si512(_mm512_srlv_epi16(raw, half_counts(2 * j, 2 * j + 2)), three);
-            if constexpr (kQ3) {
-              // bit 4 * chunk + plane of each hmask byte onto bit 2
-              const int hb = 4 * chunk + j;
-              const __m512i high = hb >= 2 ? _mm512_srlv_epi16(hmask, half_counts(hb - 2, hb - 1))
-                                           : _mm512_sllv_epi16(hmask, half_counts(2 - hb, 1 - hb));
-              q = _mm512_ternarylogic_epi32(q, high, four, 0xF8);  // q | (high & 4)
-            }
-            const __m512i s = _mm512_permutexvar_epi16(quarter_index(2 * (4 * chunk + j)), scales_z);
-            for (int t = 0; t < Nt; ++t) {
-              const uint8_t* qa = acts.rows[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) +
-                                  32 * static_cast<size_t>(j);
-              sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(q, load512(qa)), s);
-            }
-          }
-        }
-        if constexpr (kQ3) {
-          const float d = f16(wb + 108);
-          for (int t = 0; t < Nt; ++t) {
-            const uint8_t* ab = acts.rows[t] + at;
-            const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(scales, load256(ab + kActQ8KBsums)), 2);
-            const __m512i total = _mm512_sub_epi32(sum[t], _mm512_zextsi256_si512(bias));
-            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d * f32_at(ab)), _mm512_cvtepi32_ps(total), acc[t]);
-          }
-        } else {
-          const __m512 d = _mm512_set1_ps(f16(wb + 80));
-          const __m512 dmin = _mm512_set1_ps(f16(wb + 82));
-          for (int t = 0; t < Nt; ++t) acc[t] = add_block_with_mins(acc[t], d, dmin, sum[t], mins, acts.rows[t] + at);
+        const __m512i s = _mm512_permutexvar_epi16(quarter_index(2 * (4 * chunk + j)), scales_z);
+        for (int t = 0; t < Nt; ++t) {
+          const uint8_t* qa =
+              acts.rows[t] + at + kActQ8KQs + 128 * static_cast<size_t>(chunk) + 32 * static_cast<size_t>(j);
+          sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(q, load512(qa)), s);
         }
       }
-      for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]);
     }
-  };
+    if constexpr (kQ3) {
+      const float d = f16(wb + 108);
+      for (int t = 0; t < Nt; ++t) {
+        const uint8_t* ab = acts.rows[t] + at;
+        const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(scales, load256(ab + kActQ8KBsums)), 2);
+        const __m512i total = _mm512_sub_epi32(sum[t], _mm512_zextsi256_si512(bias));
+        acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(d * f32_at(ab)), _mm512_cvtepi32_ps(total), acc[t]);
+      }
+    } else {
+      const __m512 d = _mm512_set1_ps(f16(wb + 80));
+      const __m512 dmin = _mm512_set1_ps(f16(wb + 82));
+      for (int t = 0; t < Nt; ++t) acc[t] = add_block_with_mins(acc[t], d, dmin, sum[t], mins, acts.rows[t] + at);
+    }
+  }
 };
 
 // q8_0 with two blocks per zmm, kRowGroup rows (or one) against a tile of activations.
@@ -486,8 +507,9 @@ struct K4Rows {
 // row's sums are the one-row tile's, in the same order, so the bits are too; wider tiles
 // take the group's rows one after another (side by side their accumulators would not
 // fit the registers). Decode on Zen 5, `loom_ab_builds --repack off` (row-major weights),
-// four rows against one: q4_k small 1.09-1.43x, 1B 1.24-1.30x, q6_k 1.04-1.25x; q5_k
-// 0.84-0.91x, so it registers no group (docs/quantization.md).
+// four rows against one: q4_k small 1.09-1.43x, 1B 1.24-1.30x, q6_k 1.04-1.29x, q2_k
+// 1.18x; q5_k 0.84-0.91x and q3_k 0.87-0.91x, so they register no group
+// (docs/quantization.md).
 template <class K>
 struct RowTiles {
   template <int Nt>
@@ -536,11 +558,14 @@ KernelSet make_set() {
   register_group_tiles<Q8_0Pairs::Group>(set, DType::q8_0);
   set.prepare[static_cast<size_t>(DType::q8_0)] = {prepared_q8_0_pairs_bytes, prepare_q8_0_pairs};
   register_tiles<Q4_0X4::Tile>(set, DType::q4_0);
+  register_group_tiles<Q4_0X4::Group>(set, DType::q4_0);
   set.prepare[static_cast<size_t>(DType::q4_0)] = {prepared_q4_0_x4_bytes, prepare_q4_0_x4};
   register_tiles<RowTiles<Q6KZ>::Tile>(set, DType::q6_k);
   register_group_tiles<RowTiles<Q6KZ>::Group>(set, DType::q6_k);
-  register_tiles<KPlanesZ<false>::Tile>(set, DType::q2_k);
-  register_tiles<KPlanesZ<true>::Tile>(set, DType::q3_k);
+  register_tiles<RowTiles<KPlanesZ<false>>::Tile>(set, DType::q2_k);
+  register_group_tiles<RowTiles<KPlanesZ<false>>::Group>(set, DType::q2_k);
+  // q3_k keeps one row a stream: four measured 0.90x in decode (RowTiles).
+  register_tiles<RowTiles<KPlanesZ<true>>::Tile>(set, DType::q3_k);
   register_tiles<RowTiles<K4Rows<false>>::Tile>(set, DType::q4_k);
   register_group_tiles<RowTiles<K4Rows<false>>::Group>(set, DType::q4_k);
   set.prepare[static_cast<size_t>(DType::q4_k)] = {prepared_k4_z_bytes, prepare_k4_z};
