@@ -17,16 +17,39 @@ constexpr int64_t kRows = 16;  // panel_rows of every quantized packing
 // Each packing's byte moves for one row-block (PackingInfo): `block` row r's block in
 // the rows, `g` the panel's group for that block.
 
+// Every layout keeps a row's bytes 4i..4i+3 of a run side by side in a vector lane
+// (lane_byte), so runs move a 4-byte word at a time: n bytes (a multiple of 4) of `src`
+// to g + at(i), i = 0, 4, 8, ... (and back), with `flip` XORed into each byte (q8_0's
+// q + 128). A byte at a time, packing spent most of a repacking load's CPU time.
+template <class At>
+void words_to_panel(const uint8_t* src, int64_t n, uint8_t* g, At at, uint32_t flip = 0) {
+  for (int64_t i = 0; i < n; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, src + i, 4);
+    w ^= flip;
+    std::memcpy(g + at(i), &w, 4);
+  }
+}
+template <class At>
+void words_from_panel(const uint8_t* g, int64_t n, uint8_t* dst, At at, uint32_t flip = 0) {
+  for (int64_t i = 0; i < n; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, g + at(i), 4);
+    w ^= flip;
+    std::memcpy(dst + i, &w, 4);
+  }
+}
+
 // q8_0_x16 (packed_layout::Q8_0): scales, then the quants as q + 128.
 void pack_q8_0(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Q8_0;
   std::memcpy(g + L::scales + 2 * r, block, 2);
-  for (int64_t k = 0; k < 32; ++k) g[L::quants + lane_byte(r, k)] = static_cast<uint8_t>(block[2 + k] ^ 0x80);
+  words_to_panel(block + 2, 32, g, [r](int64_t k) { return L::quants + lane_byte(r, k); }, 0x80808080u);
 }
 void unpack_q8_0(const uint8_t* g, int64_t r, uint8_t* block) {
   using L = packed_layout::Q8_0;
   std::memcpy(block, g + L::scales + 2 * r, 2);
-  for (int64_t k = 0; k < 32; ++k) block[2 + k] = static_cast<uint8_t>(g[L::quants + lane_byte(r, k)] ^ 0x80);
+  words_from_panel(g, 32, block + 2, [r](int64_t k) { return L::quants + lane_byte(r, k); }, 0x80808080u);
 }
 void pad_q8_0(int64_t r, uint8_t* g) {  // scale 0, quants 0 (stored 128)
   for (int64_t k = 0; k < 32; ++k) g[packed_layout::Q8_0::quants + lane_byte(r, k)] = 128;
@@ -36,12 +59,12 @@ void pad_q8_0(int64_t r, uint8_t* g) {  // scale 0, quants 0 (stored 128)
 void pack_q4_0(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Q4_0;
   std::memcpy(g + L::scales + 2 * r, block, 2);
-  for (int64_t i = 0; i < 16; ++i) g[L::quants + lane_byte(r, i)] = block[2 + i];
+  words_to_panel(block + 2, 16, g, [r](int64_t i) { return L::quants + lane_byte(r, i); });
 }
 void unpack_q4_0(const uint8_t* g, int64_t r, uint8_t* block) {
   using L = packed_layout::Q4_0;
   std::memcpy(block, g + L::scales + 2 * r, 2);
-  for (int64_t i = 0; i < 16; ++i) block[2 + i] = g[L::quants + lane_byte(r, i)];
+  words_from_panel(g, 16, block + 2, [r](int64_t i) { return L::quants + lane_byte(r, i); });
 }
 void pad_q4_0(int64_t r, uint8_t* g) {  // scale 0, nibbles 8 (the value 0)
   for (int64_t i = 0; i < 16; ++i) g[packed_layout::Q4_0::quants + lane_byte(r, i)] = 0x88;
@@ -79,12 +102,12 @@ void unpack_k_head(const uint8_t* g, int64_t r, uint8_t* block) {
 void pack_q4_k(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Q4K;
   pack_k_head<L>(block, r, g);
-  for (int64_t c = 0; c < 128; ++c) g[L::quant_at(r, c)] = block[16 + c];
+  words_to_panel(block + 16, 128, g, [r](int64_t c) { return L::quant_at(r, c); });
 }
 void unpack_q4_k(const uint8_t* g, int64_t r, uint8_t* block) {
   using L = packed_layout::Q4K;
   unpack_k_head<L>(g, r, block);
-  for (int64_t c = 0; c < 128; ++c) block[16 + c] = g[L::quant_at(r, c)];
+  words_from_panel(g, 128, block + 16, [r](int64_t c) { return L::quant_at(r, c); });
 }
 
 // q5_k_x16 (packed_layout::Q5K): q4_k_x16's parts, and the fifth bits as masks (row
@@ -131,15 +154,15 @@ void pack_q6_k(const uint8_t* block, int64_t r, uint8_t* g) {
   using L = packed_layout::Q6K;
   std::memcpy(g + L::d + 2 * r, block + 208, 2);
   for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = block[192 + s];
-  for (int64_t i = 0; i < 128; ++i) g[q6k_low_at(r, i)] = block[i];
-  for (int64_t i = 0; i < 64; ++i) g[q6k_high_at(r, i)] = block[128 + i];
+  words_to_panel(block, 128, g, [r](int64_t i) { return q6k_low_at(r, i); });
+  words_to_panel(block + 128, 64, g, [r](int64_t i) { return q6k_high_at(r, i); });
 }
 void unpack_q6_k(const uint8_t* g, int64_t r, uint8_t* block) {
   using L = packed_layout::Q6K;
   std::memcpy(block + 208, g + L::d + 2 * r, 2);
   for (int64_t s = 0; s < 16; ++s) block[192 + s] = g[L::scales + s * 16 + r];
-  for (int64_t i = 0; i < 128; ++i) block[i] = g[q6k_low_at(r, i)];
-  for (int64_t i = 0; i < 64; ++i) block[128 + i] = g[q6k_high_at(r, i)];
+  words_from_panel(g, 128, block, [r](int64_t i) { return q6k_low_at(r, i); });
+  words_from_panel(g, 64, block + 128, [r](int64_t i) { return q6k_high_at(r, i); });
 }
 
 // q2_k_x16 (packed_layout::Q2K): the row block's bytes reordered.
@@ -149,7 +172,7 @@ void pack_q2_k(const uint8_t* block, int64_t r, uint8_t* g) {
   std::memcpy(g + L::d + 2 * r, block + off::q2_k_d, 2);
   std::memcpy(g + L::dmin + 2 * r, block + off::q2_k_dmin, 2);
   for (int64_t s = 0; s < 16; ++s) g[L::scales + s * 16 + r] = block[off::q2_k_scales + s];
-  for (int64_t i = 0; i < 64; ++i) g[L::quant_at(r, i)] = block[off::q2_k_qs + i];
+  words_to_panel(block + off::q2_k_qs, 64, g, [r](int64_t i) { return L::quant_at(r, i); });
 }
 void unpack_q2_k(const uint8_t* g, int64_t r, uint8_t* block) {
   using L = packed_layout::Q2K;
@@ -157,7 +180,7 @@ void unpack_q2_k(const uint8_t* g, int64_t r, uint8_t* block) {
   std::memcpy(block + off::q2_k_d, g + L::d + 2 * r, 2);
   std::memcpy(block + off::q2_k_dmin, g + L::dmin + 2 * r, 2);
   for (int64_t s = 0; s < 16; ++s) block[off::q2_k_scales + s] = g[L::scales + s * 16 + r];
-  for (int64_t i = 0; i < 64; ++i) block[off::q2_k_qs + i] = g[L::quant_at(r, i)];
+  words_from_panel(g, 64, block + off::q2_k_qs, [r](int64_t i) { return L::quant_at(r, i); });
 }
 
 // q3_k_x16 (packed_layout::Q3K): d, the scales decoded to int8 (quant::q3k_scale: value
@@ -169,8 +192,8 @@ void pack_q3_k(const uint8_t* block, int64_t r, uint8_t* g) {
   for (int s = 0; s < 16; ++s) {
     g[L::scales + s * 16 + r] = static_cast<uint8_t>(quant::q3k_scale(block + off::q3_k_scales, s));
   }
-  for (int64_t l = 0; l < 32; ++l) g[L::hmask_at(r, l)] = block[off::q3_k_hmask + l];
-  for (int64_t i = 0; i < 64; ++i) g[L::quant_at(r, i)] = block[off::q3_k_qs + i];
+  words_to_panel(block + off::q3_k_hmask, 32, g, [r](int64_t l) { return L::hmask_at(r, l); });
+  words_to_panel(block + off::q3_k_qs, 64, g, [r](int64_t i) { return L::quant_at(r, i); });
 }
 void unpack_q3_k(const uint8_t* g, int64_t r, uint8_t* block) {
   using L = packed_layout::Q3K;
@@ -179,8 +202,8 @@ void unpack_q3_k(const uint8_t* g, int64_t r, uint8_t* block) {
   uint8_t biased[16];
   for (int s = 0; s < 16; ++s) biased[s] = static_cast<uint8_t>(static_cast<int8_t>(g[L::scales + s * 16 + r]) + 32);
   quant::q3k_store_scales(biased, block + off::q3_k_scales);
-  for (int64_t l = 0; l < 32; ++l) block[off::q3_k_hmask + l] = g[L::hmask_at(r, l)];
-  for (int64_t i = 0; i < 64; ++i) block[off::q3_k_qs + i] = g[L::quant_at(r, i)];
+  words_from_panel(g, 32, block + off::q3_k_hmask, [r](int64_t l) { return L::hmask_at(r, l); });
+  words_from_panel(g, 64, block + off::q3_k_qs, [r](int64_t i) { return L::quant_at(r, i); });
 }
 
 // q4_1_x16, q5_0_x16, q5_1_x16 (packed_layout::Q4_1, Q5_0, Q5_1): d, m, the nibble
