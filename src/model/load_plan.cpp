@@ -98,7 +98,8 @@ Plan plan_load(const Manifest& manifest, const WeightSource& source, const LoadO
       // A tied output's table is a projection matrix too (the pack writer packs it).
       const slots::WeightSlot* slot = slots::find_slot(e.slot);
       const bool tied_table = std::any_of(manifest.entries().begin(), manifest.entries().end(), [&](const ManifestEntry& o) {
-        return o.tied && slots::find_slot(o.slot)->ties_to == slot->id;
+        const slots::WeightSlot* tying = slots::find_slot(o.slot);
+        return o.tied && tying != nullptr && tying->ties_to == slot->id;
       });
       if ((slot->role != slots::Role::matrix && !tied_table) || e.transposed || e.split || e.add_one) {
         throw Error(ErrorCode::format, "a packed tensor (" + std::string(packing_name(r.packing)) +

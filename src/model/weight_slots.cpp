@@ -1,7 +1,6 @@
 #include "model/weight_slots.hpp"
 
 #include <algorithm>
-
 #include <array>
 
 namespace loom::slots {
