@@ -104,20 +104,13 @@ std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m) {
   const loom::ModelConfig& c = m.config();
   loom::ModelWeights w = m.weights();  // tensors share storage: only packed ones are new
   bool any = false;
-  for (const auto& slot : loom::slots::all_slots()) {
-    if (slot.role != loom::slots::Role::matrix || !slot.needed(c)) continue;
-    // A tied output's table is packed as the output's matrix, as the loader does.
-    const bool tied = loom::slots::shares_tied_storage(w, slot);
-    const loom::slots::WeightSlot& owner = tied ? loom::slots::slot(slot.ties_to) : slot;
-    for (int64_t l = 0; l < (slot.per_layer ? c.n_layers : 1); ++l) {
-      loom::Tensor& t = loom::slots::tensor_of(w, owner, l);
-      const loom::Packing packing = loom::kernel_registry().preferred_packing(t.dtype());
-      if (packing == loom::Packing::none || !loom::can_pack(t, packing)) continue;
-      t = loom::pack(t, packing);
-      if (tied) loom::slots::tensor_of(w, slot, l) = t;
-      any = true;
-    }
-  }
+  // A tied output's table is packed as the output's matrix, as the loader does.
+  loom::slots::for_each_product_matrix(w, [&](loom::Tensor& t, const loom::slots::WeightSlot&, int64_t) {
+    const loom::Packing packing = loom::kernel_registry().preferred_packing(t.dtype());
+    if (packing == loom::Packing::none || !loom::can_pack(t, packing)) return;
+    t = loom::pack(t, packing);
+    any = true;
+  });
   loom::load::join_attention_inputs(w);  // as the loader leaves them
   return any ? std::make_shared<const loom::Model>(c, std::move(w)) : nullptr;
 }

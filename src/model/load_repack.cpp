@@ -85,27 +85,17 @@ int64_t join_attention_inputs(ModelWeights& weights) {
 void settle_layouts(const LoadOptions& options, std::string_view packed_for, ModelWeights& weights,
                     std::vector<TensorLoadRecord>& records, std::vector<std::string>& notes, ThreadPool& pool) {
   std::map<std::string, int> unpacked;  // reason -> matrices
-  for (const slots::WeightSlot& slot : slots::all_slots()) {
-    if (slot.role != slots::Role::matrix) continue;
-    const int64_t layers = slot.per_layer ? static_cast<int64_t>(weights.layers.size()) : 1;
-    for (int64_t layer = 0; layer < layers; ++layer) {
-      // A tied output is its table: the table takes the output product's layout and the
-      // output shares it again (the embedding lookup unpacks its one row a token,
-      // kernels::embedding_row). Packed, the 1B shape's tied output product ran 1.1-1.6x
-      // faster for one token (q8_0 the exception) and 2.4-2.7x for eight
-      // (docs/quantization.md).
-      const bool tied = slots::shares_tied_storage(weights, slot);
-      const slots::WeightSlot& owner = tied ? slots::slot(slot.ties_to) : slot;
-      Tensor& t = slots::tensor_of(weights, owner, layer);
-      if (!t.defined()) continue;
-      const std::string name = slots::full_name(owner, layer);
-      auto rec = std::find_if(records.begin(), records.end(),
-                              [&](const TensorLoadRecord& r) { return r.internal_name == name; });
-      if (rec == records.end()) continue;
-      settle_one(options, packed_for, t, *rec, unpacked, pool);
-      if (tied) slots::tensor_of(weights, slot, layer) = t;
-    }
-  }
+  // A tied output is its table: the table takes the output product's layout and the
+  // output shares it again (the embedding lookup unpacks its one row a token,
+  // kernels::embedding_row). Packed, the 1B shape's tied output product ran 1.1-1.6x
+  // faster for one token (q8_0 the exception) and 2.4-2.7x for eight
+  // (docs/quantization.md).
+  slots::for_each_product_matrix(weights, [&](Tensor& t, const slots::WeightSlot& owner, int64_t layer) {
+    const std::string name = slots::full_name(owner, layer);
+    auto rec = std::find_if(records.begin(), records.end(),
+                            [&](const TensorLoadRecord& r) { return r.internal_name == name; });
+    if (rec != records.end()) settle_one(options, packed_for, t, *rec, unpacked, pool);
+  });
   for (const auto& [what, count] : unpacked) {
     notes.push_back(std::to_string(count) + " matri" + (count == 1 ? "x" : "ces") + " stored as " + what);
   }

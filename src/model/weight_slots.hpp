@@ -103,4 +103,25 @@ bool shares_tied_storage(const ModelWeights& weights, const WeightSlot& slot) no
 // the table is then also a product's matrix, and takes its layout (load_repack.cpp).
 bool is_tied_table(const ModelWeights& weights, const WeightSlot& slot) noexcept;
 
+// Calls fn(t, owner, layer) once for every defined matrix a product reads: each projection
+// slot's tensor, except that a tied output is visited as its table (owner: the table's
+// slot, e.g. token_embd), which fn may replace (a packed copy); the output then shares
+// the replacement. The walk the loader's layout step and the benchmarks' repacked copies
+// share, so a tied table takes its output's layout everywhere.
+template <class Fn>
+void for_each_product_matrix(ModelWeights& weights, Fn&& fn) {
+  for (const WeightSlot& s : all_slots()) {
+    if (s.role != Role::matrix) continue;
+    const bool tied = shares_tied_storage(weights, s);
+    const WeightSlot& owner = tied ? slot(s.ties_to) : s;
+    const auto layers = s.per_layer ? static_cast<int64_t>(weights.layers.size()) : int64_t{1};
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      Tensor& t = tensor_of(weights, owner, layer);
+      if (!t.defined()) continue;
+      fn(t, owner, layer);
+      if (tied) tensor_of(weights, s, layer) = t;
+    }
+  }
+}
+
 }  // namespace loom::slots
