@@ -352,24 +352,33 @@ struct Tiles32 {
   }
 };
 
-// The sum of each of `nb` q8_0 blocks' 32 signed quants (blocks 34 bytes apart, quants
-// from byte 2): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW against zero,
-// minus 32 * 128. Exact integers, so any family's sums are the same.
-LOOM_TARGET_AVX2 void block_sums_avx2(const uint8_t* blocks, int64_t nb, int32_t* out) {
+// Each of `nb` q8_0 blocks' (34 bytes apart) scale widened to f32 and the sum of its 32
+// signed quants (from byte 2): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW
+// against zero, minus 32 * 128. Exact integers and exact widenings, so any family's
+// values are the same. One loop with an inline F16C widening: the scales widened apart,
+// one out-of-line call a block, made this the half of a 256-row product's quantizing.
+LOOM_TARGET_AVX2 void block_scales_sums_avx2(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + b * kActBlockBytes + 2));
+    const uint8_t* block = blocks + b * kActBlockBytes;
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    da[b] = _cvtsh_ss(h);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
     const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256());
-    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    out[b] = static_cast<int32_t>(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+    const __m128i pair = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    sums[b] = static_cast<int32_t>(_mm_cvtsi128_si64(pair) + _mm_extract_epi64(pair, 1)) - 32 * 128;
   }
 }
 
-void block_sums_scalar(const uint8_t* blocks, int64_t nb, int32_t* out) {
+void block_scales_sums_scalar(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums) {
   for (int64_t b = 0; b < nb; ++b) {
+    uint16_t h;
+    std::memcpy(&h, blocks + b * kActBlockBytes, 2);
+    da[b] = f16_to_f32_scalar(h);
     int32_t sum = 0;
     for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(blocks[b * kActBlockBytes + 2 + k]);
-    out[b] = sum;
+    sums[b] = sum;
   }
 }
 
@@ -395,16 +404,10 @@ Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t c
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* blocks = blocks_base + t * row_bytes;
       quant::quantize_activations(DType::q8_0, x + t * x_stride, blocks, cols);
-      int32_t* c = sums + t * nb;
       if (avx2) {
-        block_sums_avx2(blocks, nb, c);
+        block_scales_sums_avx2(blocks, nb, da + t * nb, sums + t * nb);
       } else {
-        block_sums_scalar(blocks, nb, c);
-      }
-      for (int64_t b = 0; b < nb; ++b) {
-        uint16_t h;
-        std::memcpy(&h, blocks + b * kActBlockBytes, 2);
-        da[t * nb + b] = f16_to_f32_scalar(h);
+        block_scales_sums_scalar(blocks, nb, da + t * nb, sums + t * nb);
       }
     }
   };

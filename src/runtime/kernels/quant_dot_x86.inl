@@ -742,6 +742,23 @@ QD_TARGET void quantize_act_q8_0(const float* x, uint8_t* dst, int64_t n) {
   }
 }
 
+// The sixteen sums of 16 quants of a q8_k block (fill_q8_k_bsums, vectorized): each 32
+// bytes as unsigned (q ^ 0x80 = q + 128) through VPSADBW against zero, four sums of 8,
+// added in pairs, less 16 * 128. Exact integers, the scalar loop's values. The scalar
+// loop was 3% of a packed q6_k prefill's samples at 2 threads.
+QD_INLINE void fill_q8_k_bsums_x86(uint8_t* block) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int k = 0; k < 8; ++k) {
+    const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(load256(block + kActQ8KQs + 32 * k), flip),
+                                      _mm256_setzero_si256());
+    const __m256i pairs = _mm256_add_epi64(s, _mm256_shuffle_epi32(s, 0x4E));  // sums in lanes 0 and 2
+    const auto even = static_cast<int16_t>(_mm256_extract_epi64(pairs, 0) - 16 * 128);
+    const auto odd = static_cast<int16_t>(_mm256_extract_epi64(pairs, 2) - 16 * 128);
+    std::memcpy(block + kActQ8KBsums + 4 * k, &even, 2);
+    std::memcpy(block + kActQ8KBsums + 4 * k + 2, &odd, 2);
+  }
+}
+
 QD_TARGET void quantize_act_q8_k(const float* x, uint8_t* dst, int64_t n) {
   for (int64_t b = 0; b < n / 256; ++b, x += 256, dst += kActQ8K) {
     bool finite = true;
@@ -768,7 +785,7 @@ QD_TARGET void quantize_act_q8_k(const float* x, uint8_t* dst, int64_t n) {
     }
     const float d = 1 / iscale;
     std::memcpy(dst, &d, sizeof d);
-    fill_q8_k_bsums(dst);
+    fill_q8_k_bsums_x86(dst);
   }
 }
 
