@@ -30,6 +30,25 @@ void ensure(std::vector<T>& v, int64_t n) {
 // An optional bias as kernels::linear takes it: null when the model has none.
 const Tensor* bias(const Tensor& b) { return b.defined() ? &b : nullptr; }
 
+// The element-wise and per-row stages between the products (norms, activations, RoPE,
+// residual adds, the q/k/v split) run fn(t0, t1) over rows [0, m) of `width` elements:
+// on the pool once the pass holds at least `min_elements` of them, else on the calling
+// thread, where a parallel section would cost more than it saves (decode). Each row is
+// computed alike on either path and by whichever thread: the same bits. On the calling
+// thread alone they were about a tenth of a 128-token prefill of the small shape at two
+// threads (perf: the worker spinning while the caller ran them).
+constexpr int64_t kCheapElements = 32768;  // norms, adds, copies, RoPE: about 0.1 ns an element
+constexpr int64_t kActivationElements = 8192;  // exp-based activations: about 1 ns an element
+
+template <class Fn>
+void over_rows(ThreadPool& pool, int64_t m, int64_t width, int64_t min_elements, Fn&& fn) {
+  if (m <= 1 || m * width < min_elements) {
+    fn(int64_t{0}, m);
+  } else {
+    pool.parallel_for(m, 1, [&](int64_t t0, int64_t t1, int) { fn(t0, t1); });
+  }
+}
+
 }  // namespace
 
 // Which sequence and position each row of the pass belongs to.
@@ -74,14 +93,16 @@ void Forward::norm_rows(const Tensor& w, const Tensor& b, const float* in, float
   const ModelConfig& c = model_->config();
   const int64_t dim = c.hidden_size;
   const auto eps = static_cast<float>(c.norm_eps);
-  for (int64_t t = 0; t < n; ++t) {
-    if (c.norm == NormKind::rms_norm) {
-      kernels::rms_norm(in + t * dim, w.data<float>(), eps, out + t * dim, dim);
-    } else {
-      kernels::layer_norm(in + t * dim, w.data<float>(), b.defined() ? b.data<float>() : nullptr, eps,
-                          out + t * dim, dim);
+  over_rows(*options_.pool, n, dim, kCheapElements, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (c.norm == NormKind::rms_norm) {
+        kernels::rms_norm(in + t * dim, w.data<float>(), eps, out + t * dim, dim);
+      } else {
+        kernels::layer_norm(in + t * dim, w.data<float>(), b.defined() ? b.data<float>() : nullptr, eps,
+                            out + t * dim, dim);
+      }
     }
-  }
+  });
 }
 
 void Forward::store_kv(int64_t layer, const Rows& rows) {
@@ -185,10 +206,13 @@ void Forward::feed_forward(const LayerWeights& L, int64_t m, float* out) {
   if (c.ffn == FfnKind::gated) {
     kernels::linear(L.ffn_gate, nullptr, h_.data(), H, m, gate_.data(), F, tp, fast);
     kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, up_.data(), F, tp, fast);
-    kernels::activate_mul(c.activation, gate_.data(), up_.data(), m * F);
+    over_rows(tp, m, F, kActivationElements, [&](int64_t t0, int64_t t1) {
+      kernels::activate_mul(c.activation, gate_.data() + t0 * F, up_.data() + t0 * F, (t1 - t0) * F);
+    });
   } else {
     kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, gate_.data(), F, tp, fast);
-    kernels::activate(c.activation, gate_.data(), m * F);
+    over_rows(tp, m, F, kActivationElements,
+              [&](int64_t t0, int64_t t1) { kernels::activate(c.activation, gate_.data() + t0 * F, (t1 - t0) * F); });
   }
   kernels::linear(L.ffn_down, bias(L.ffn_down_bias), gate_.data(), F, m, out, H, tp, fast);
   if (c.post_norms) norm_rows(L.ffn_post_norm, Tensor{}, out, out, m);
@@ -269,6 +293,11 @@ void Forward::run(std::span<const PassSequence> seqs) {
   ThreadPool& tp = *options_.pool;
   const bool fast = options_.bf16_activations;
   std::string name;
+  // x_ += src, the residual stream's update, row by row.
+  auto add_to_x = [&](const float* src) {
+    over_rows(tp, m, H, kCheapElements,
+              [&](int64_t t0, int64_t t1) { kernels::add_inplace(x_.data() + t0 * H, src + t0 * H, (t1 - t0) * H); });
+  };
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
@@ -280,13 +309,15 @@ void Forward::run(std::span<const PassSequence> seqs) {
       const int64_t QKV = QD + 2 * KVD;
       ensure(qkv_out_, m * QKV);
       kernels::linear(qkv, nullptr, h_.data(), H, m, qkv_out_.data(), QKV, tp, fast);
-      auto split = [&](float* dst, int64_t dim, int64_t offset, const Tensor& b) {
-        for (int64_t t = 0; t < m; ++t) std::copy_n(qkv_out_.data() + t * QKV + offset, dim, dst + t * dim);
-        if (const Tensor* bp = bias(b)) kernels::add_bias(bp, 0, dim, m, dst, dim);
-      };
-      split(q_.data(), QD, 0, L.attn_q_bias);
-      split(k_.data(), KVD, QD, L.attn_k_bias);
-      split(v_.data(), KVD, QD + KVD, L.attn_v_bias);
+      over_rows(tp, m, QKV, kCheapElements, [&](int64_t t0, int64_t t1) {
+        auto split = [&](float* dst, int64_t dim, int64_t offset, const Tensor& b) {
+          for (int64_t t = t0; t < t1; ++t) std::copy_n(qkv_out_.data() + t * QKV + offset, dim, dst + t * dim);
+          if (const Tensor* bp = bias(b)) kernels::add_bias(bp, 0, dim, t1 - t0, dst + t0 * dim, dim);
+        };
+        split(q_.data(), QD, 0, L.attn_q_bias);
+        split(k_.data(), KVD, QD, L.attn_k_bias);
+        split(v_.data(), KVD, QD + KVD, L.attn_v_bias);
+      });
     } else {
       kernels::linear(L.attn_q, bias(L.attn_q_bias), h_.data(), H, m, q_.data(), QD, tp, fast);
       kernels::linear(L.attn_k, bias(L.attn_k_bias), h_.data(), H, m, k_.data(), KVD, tp, fast);
@@ -294,12 +325,14 @@ void Forward::run(std::span<const PassSequence> seqs) {
     }
     if (c.position == PositionKind::rope) {
       auto rope = w.rope_interleaved ? kernels::rope_interleaved : kernels::rope_half;
-      for (int64_t t = 0; t < m; ++t) {
-        const float* cs = cos_.data() + t * half;
-        const float* sn = sin_.data() + t * half;
-        for (int64_t hh = 0; hh < c.n_heads; ++hh) rope(q_.data() + t * QD + hh * c.head_dim, cs, sn, c.rope_dims);
-        for (int64_t g = 0; g < c.n_kv_heads; ++g) rope(k_.data() + t * KVD + g * c.head_dim, cs, sn, c.rope_dims);
-      }
+      over_rows(tp, m, QD + KVD, kCheapElements, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const float* cs = cos_.data() + t * half;
+          const float* sn = sin_.data() + t * half;
+          for (int64_t hh = 0; hh < c.n_heads; ++hh) rope(q_.data() + t * QD + hh * c.head_dim, cs, sn, c.rope_dims);
+          for (int64_t g = 0; g < c.n_kv_heads; ++g) rope(k_.data() + t * KVD + g * c.head_dim, cs, sn, c.rope_dims);
+        }
+      });
     }
     store_kv(l, rows);
     attention(l, rows);
@@ -317,15 +350,15 @@ void Forward::run(std::span<const PassSequence> seqs) {
       }
       if (!c.shared_attn_ffn_norm) norm_rows(L.ffn_norm, L.ffn_norm_bias, x_.data(), h_.data(), m);
       feed_forward(L, m, ffn_out_.data());
-      kernels::add_inplace(x_.data(), proj_.data(), m * H);
-      kernels::add_inplace(x_.data(), ffn_out_.data(), m * H);
+      add_to_x(proj_.data());
+      add_to_x(ffn_out_.data());
       if (options_.trace) {
         name = "blk." + std::to_string(l) + ".ffn_out";
         trace(name, x_.data(), m, H);
       }
       continue;
     }
-    kernels::add_inplace(x_.data(), proj_.data(), m * H);
+    add_to_x(proj_.data());
     if (options_.trace) {
       name = "blk." + std::to_string(l) + ".attn_out";
       trace(name, x_.data(), m, H);
@@ -333,7 +366,7 @@ void Forward::run(std::span<const PassSequence> seqs) {
 
     norm_rows(L.ffn_norm, L.ffn_norm_bias, x_.data(), h_.data(), m);
     feed_forward(L, m, proj_.data());
-    kernels::add_inplace(x_.data(), proj_.data(), m * H);
+    add_to_x(proj_.data());
     if (options_.trace) {
       name = "blk." + std::to_string(l) + ".ffn_out";
       trace(name, x_.data(), m, H);

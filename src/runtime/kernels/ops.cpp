@@ -11,24 +11,48 @@ namespace loom::kernels {
 // the time next to the weight products. Sums accumulate in double where a long
 // reduction would otherwise lose precision.
 
+namespace {
+
+// The sum of term(i) over [0, n) in double, as kLanes interleaved partial sums (term i
+// into sum i % kLanes) added pairwise at the end: one fixed order on every ISA, which
+// the compiler vectorizes (the lanes are independent chains). One running sum was a
+// chain of dependent additions, about 4 cycles an element, and the norms run on the
+// calling thread: 5% of a 128-token prefill of the small q6_k model at 2 threads.
+template <class Term>
+double lane_sum(int64_t n, Term&& term) {
+  constexpr int kLanes = 16;
+  double part[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) part[k] += term(i + k);
+  }
+  if (i < n) {
+    for (int k = 0; k < kLanes; ++k) {
+      if (i + k < n) part[k] += term(i + k);
+    }
+  }
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int k = 0; k < width; ++k) part[k] += part[k + width];
+  }
+  return part[0];
+}
+
+}  // namespace
+
 void rms_norm(const float* x, const float* weight, float eps, float* out, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const double sum = lane_sum(n, [x](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
   const auto scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* out,
                 int64_t n) {
-  double mean = 0.0;
-  for (int64_t i = 0; i < n; ++i) mean += x[i];
-  mean /= static_cast<double>(n);
-  double var = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = x[i] - mean;
-    var += d * d;
-  }
-  var /= static_cast<double>(n);
+  const double mean = lane_sum(n, [x](int64_t i) { return static_cast<double>(x[i]); }) / static_cast<double>(n);
+  const double var = lane_sum(n, [x, mean](int64_t i) {
+                       const double d = x[i] - mean;
+                       return d * d;
+                     }) /
+                     static_cast<double>(n);
   const double inv = 1.0 / std::sqrt(var + eps);
   for (int64_t i = 0; i < n; ++i) {
     out[i] = static_cast<float>((x[i] - mean) * inv) * weight[i] + (bias ? bias[i] : 0.0f);
