@@ -105,6 +105,40 @@ struct KeyGroup {
   int64_t at;
 };
 
+// The keys a tile of groups requests while it computes: at its step d, one line of row d
+// of each group of the next tile (into L1) and of the tile kKeysAheadTiles further on
+// (into L2), so the requests keep pace with the loads. Requesting the next tile's keys
+// all at once at the tile's start (as before) overflowed the L1's miss buffers and left
+// decode over a long context waiting on memory: the small shape's 8 layers after a
+// 2048-token prompt spent 2.4-2.6 ms a token in attention on one thread, 1.5-1.6 ms so.
+template <typename E>
+struct KeyPrefetch {
+  const KeyGroup<E>* near = nullptr;
+  int n_near = 0;
+  const KeyGroup<E>* far = nullptr;
+  int n_far = 0;
+
+  __attribute__((always_inline)) void step(int64_t d, int64_t stride) const {
+    for (int g = 0; g < n_near; ++g) _mm_prefetch(reinterpret_cast<const char*>(near[g].keys + d * stride), _MM_HINT_T0);
+    for (int g = 0; g < n_far; ++g) _mm_prefetch(reinterpret_cast<const char*>(far[g].keys + d * stride), _MM_HINT_T1);
+  }
+};
+constexpr int64_t kKeysAheadTiles = 3;
+
+// How far ahead within a segment the weighted sums request value rows into L2: 32
+// positions (8 KiB of f32 rows at head_dim 64). A session's cache is one block, so its
+// values are one segment the length of the context, whose rows the segment-level request
+// below (prefetch_rows) covers only at the start.
+constexpr int64_t kValuesAhead = 32;
+// The same distance across a batch's blocks of 16 positions: the segment two ahead.
+constexpr size_t kSegmentsAhead = 2;
+template <typename E>
+__attribute__((always_inline)) inline void prefetch_row_l2(const E* row, int64_t hd) {
+  const auto* b = reinterpret_cast<const char*>(row);
+  const auto bytes = static_cast<int64_t>(hd * static_cast<int64_t>(sizeof(E)));
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, _MM_HINT_T1);
+}
+
 // Tiles of G groups for R query rows: R * G accumulators, enough chains to hide the FMA
 // latency, beside the G key vectors and one broadcast: up to 16 of AVX-512's 32
 // registers (R <= 16), up to 12 of AVX2's 16 (R <= 8).
@@ -124,9 +158,9 @@ LOOM_TARGET_AVX2 inline __m256 key_lanes8(const uint16_t* p, int64_t n) {
   return n == 8 ? load8(p) : load_tail(p, n);
 }
 
-template <int NQ, int G, typename E>
+template <int NQ, int G, bool kAhead, typename E>
 LOOM_TARGET_AVX2 void scores_groups(const float* qt, int64_t hd, const KeyGroup<E>* groups, int64_t stride,
-                                    float scale, float* s, int64_t sstride) {
+                                    float scale, float* s, int64_t sstride, const KeyPrefetch<E>& ahead) {
   __m256 acc[NQ][G];
   for (int h = 0; h < NQ; ++h) {
     for (int g = 0; g < G; ++g) acc[h][g] = _mm256_setzero_ps();
@@ -135,6 +169,7 @@ LOOM_TARGET_AVX2 void scores_groups(const float* qt, int64_t hd, const KeyGroup<
   do {
     __m256 kv[G];
     for (int g = 0; g < G; ++g) kv[g] = key_lanes8(groups[g].keys + d * stride, groups[g].n);
+    if constexpr (kAhead) ahead.step(d, stride);
     for (int h = 0; h < NQ; ++h) {
       const __m256 qb = _mm256_broadcast_ss(qt + d * NQ + h);
       for (int g = 0; g < G; ++g) acc[h][g] = _mm256_fmadd_ps(qb, kv[g], acc[h][g]);
@@ -157,7 +192,7 @@ LOOM_TARGET_AVX2 void scores_groups(const float* qt, int64_t hd, const KeyGroup<
 // ---- weighted sum: out[h][d0 ..] += p[h][i] * v_i[d0 ..] over the segment's positions,
 // NQ heads x DC chunks of 8 lanes (TAIL: one chunk of r < 8 lanes) ----
 
-template <int NQ, int DC, bool TAIL, typename E>
+template <int NQ, int DC, bool TAIL, bool kAhead, typename E>
 LOOM_TARGET_AVX2 void wsum_chunks(const float* p, int64_t pstride, const E* v, int64_t n, int64_t hd, int64_t d0,
                                   int64_t r, float* out, int64_t ostride) {
   __m256 acc[NQ][DC];
@@ -169,6 +204,7 @@ LOOM_TARGET_AVX2 void wsum_chunks(const float* p, int64_t pstride, const E* v, i
   }
   for (int64_t i = 0; i < n; ++i) {
     const E* vi = v + i * hd + d0;
+    if constexpr (kAhead) if (d0 == 0 && i + kValuesAhead < n) prefetch_row_l2<E>(v + (i + kValuesAhead) * hd, hd);
     __m256 vv[DC];
     for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load_tail(vi, r) : load8(vi + 8 * c);
     for (int h = 0; h < NQ; ++h) {
@@ -188,7 +224,7 @@ LOOM_TARGET_AVX2 void wsum_chunks(const float* p, int64_t pstride, const E* v, i
   }
 }
 
-template <int NQ, typename E>
+template <int NQ, bool kAhead, typename E>
 LOOM_TARGET_AVX2 void wsum_segment(const float* p, int64_t pstride, const E* v, int64_t n, int64_t hd, float* out,
                                    int64_t ostride) {
   // Chunks per pass: enough independent FMA chains to hide the latency, few enough that
@@ -197,9 +233,9 @@ LOOM_TARGET_AVX2 void wsum_segment(const float* p, int64_t pstride, const E* v, 
   constexpr int kDC = NQ <= 2 ? 4 : NQ <= 4 ? 2 : 1;
   const int64_t full = hd / 8 * 8;
   int64_t d0 = 0;
-  for (; d0 + 8 * kDC <= full; d0 += 8 * kDC) wsum_chunks<NQ, kDC, false>(p, pstride, v, n, hd, d0, 8, out, ostride);
-  for (; d0 < full; d0 += 8) wsum_chunks<NQ, 1, false>(p, pstride, v, n, hd, d0, 8, out, ostride);
-  if (full < hd) wsum_chunks<NQ, 1, true>(p, pstride, v, n, hd, full, hd - full, out, ostride);
+  for (; d0 + 8 * kDC <= full; d0 += 8 * kDC) wsum_chunks<NQ, kDC, false, kAhead>(p, pstride, v, n, hd, d0, 8, out, ostride);
+  for (; d0 < full; d0 += 8) wsum_chunks<NQ, 1, false, kAhead>(p, pstride, v, n, hd, d0, 8, out, ostride);
+  if (full < hd) wsum_chunks<NQ, 1, true, kAhead>(p, pstride, v, n, hd, full, hd - full, out, ostride);
 }
 
 // ---- AVX-512: the same sums, twice the lanes per instruction ----
@@ -214,9 +250,9 @@ LOOM_TARGET_AVX512 inline __m512 key_lanes16(const uint16_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
-template <int NQ, int G, typename E>
+template <int NQ, int G, bool kAhead, typename E>
 LOOM_TARGET_AVX512 void scores_groups_512(const float* qt, int64_t hd, const KeyGroup<E>* groups, int64_t stride,
-                                          float scale, float* s, int64_t sstride) {
+                                          float scale, float* s, int64_t sstride, const KeyPrefetch<E>& ahead) {
   __m512 acc[NQ][G];
   __mmask16 m[G];
   const E* k[G];
@@ -233,6 +269,7 @@ LOOM_TARGET_AVX512 void scores_groups_512(const float* qt, int64_t hd, const Key
   do {
     __m512 kv[G];
     for (int g = 0; g < G; ++g) kv[g] = key_lanes16(k[g] + d * stride, m[g]);
+    if constexpr (kAhead) ahead.step(d, stride);
     for (int h = 0; h < NQ; ++h) {
       const __m512 qb = _mm512_set1_ps(qt[d * NQ + h]);
       for (int g = 0; g < G; ++g) acc[h][g] = _mm512_fmadd_ps(qb, kv[g], acc[h][g]);
@@ -256,7 +293,7 @@ LOOM_TARGET_AVX512 inline __m512 load16_tail(const uint16_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
-template <int NQ, int DC, bool TAIL, typename E>
+template <int NQ, int DC, bool TAIL, bool kAhead, typename E>
 LOOM_TARGET_AVX512 void wsum_chunks_512(const float* p, int64_t pstride, const E* v, int64_t n, int64_t hd,
                                         int64_t d0, __mmask16 m, float* out, int64_t ostride) {
   __m512 acc[NQ][DC];
@@ -268,6 +305,7 @@ LOOM_TARGET_AVX512 void wsum_chunks_512(const float* p, int64_t pstride, const E
   }
   for (int64_t i = 0; i < n; ++i) {
     const E* vi = v + i * hd + d0;
+    if constexpr (kAhead) if (d0 == 0 && i + kValuesAhead < n) prefetch_row_l2<E>(v + (i + kValuesAhead) * hd, hd);
     __m512 vv[DC];
     for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load16_tail(vi, m) : load16(vi + 16 * c);
     for (int h = 0; h < NQ; ++h) {
@@ -287,7 +325,7 @@ LOOM_TARGET_AVX512 void wsum_chunks_512(const float* p, int64_t pstride, const E
   }
 }
 
-template <int NQ, typename E>
+template <int NQ, bool kAhead, typename E>
 LOOM_TARGET_AVX512 void wsum_segment_512(const float* p, int64_t pstride, const E* v, int64_t n, int64_t hd,
                                          float* out, int64_t ostride) {
   // NQ x kDC accumulators (at most 16) beside kDC value vectors (NQ: query rows, up to
@@ -296,24 +334,26 @@ LOOM_TARGET_AVX512 void wsum_segment_512(const float* p, int64_t pstride, const 
   const int64_t full = hd / 16 * 16;
   int64_t d0 = 0;
   for (; d0 + 16 * kDC <= full; d0 += 16 * kDC) {
-    wsum_chunks_512<NQ, kDC, false>(p, pstride, v, n, hd, d0, 0xFFFF, out, ostride);
+    wsum_chunks_512<NQ, kDC, false, kAhead>(p, pstride, v, n, hd, d0, 0xFFFF, out, ostride);
   }
-  for (; d0 < full; d0 += 16) wsum_chunks_512<NQ, 1, false>(p, pstride, v, n, hd, d0, 0xFFFF, out, ostride);
+  for (; d0 < full; d0 += 16) wsum_chunks_512<NQ, 1, false, kAhead>(p, pstride, v, n, hd, d0, 0xFFFF, out, ostride);
   if (full < hd) {
     const auto m = static_cast<__mmask16>((1u << (hd - full)) - 1);
-    wsum_chunks_512<NQ, 1, true>(p, pstride, v, n, hd, full, m, out, ostride);
+    wsum_chunks_512<NQ, 1, true, kAhead>(p, pstride, v, n, hd, full, m, out, ostride);
   }
 }
 
 // Requests the n cached value rows at p into L1. The paged cache keeps a head's rows of
 // one block contiguous (16 positions: 4 KiB of f32 at head_dim 64) but blocks far apart,
 // which the hardware prefetchers do not follow across; decode over a long context waited
-// on memory at every block without this.
-template <typename E>
+// on memory at every block without this. At most the first 4 KiB (a 16-position block of
+// f32 rows at head_dim 64): a session's one segment is the whole context, whose rows past
+// that the weighted sums request as they go (kValuesAhead).
+template <typename E, auto kHint = _MM_HINT_T0>
 inline void prefetch_rows(const void* p, int64_t n, int64_t hd) {
   const auto* b = static_cast<const char*>(p);
-  const auto bytes = static_cast<size_t>(n * hd) * sizeof(E);
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
+  const auto bytes = std::min<size_t>(static_cast<size_t>(n * hd) * sizeof(E), size_t{4096});
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, kHint);
 }
 
 // The same for a group's keys: hd runs of n elements, stride apart (one contiguous panel
@@ -333,7 +373,7 @@ inline void prefetch_keys(const KeyGroup<E>& g, int64_t hd, int64_t stride) {
 // r * hd) over positions [begin, end) of the segments, continuing each output from what
 // out holds: segment by segment, as every tile and token count does, so the pieces change
 // no bit.
-template <int NQ, typename E, bool kWide>
+template <int NQ, typename E, bool kWide, bool kAhead = false>
 LOOM_TARGET_AVX2 void wsum_range(const float* p, int64_t pstride, std::span<const KvSegment> segments, int64_t begin,
                                  int64_t end, int64_t hd, float* out) {
   int64_t at = 0;
@@ -342,11 +382,14 @@ LOOM_TARGET_AVX2 void wsum_range(const float* p, int64_t pstride, std::span<cons
     const int64_t lo = std::max(at, begin), hi = std::min(at + seg.n, end);
     if (lo < hi) {
       if (i + 1 < segments.size()) prefetch_rows<E>(segments[i + 1].values, segments[i + 1].n, hd);
+      if (kAhead && i + kSegmentsAhead < segments.size()) {
+        prefetch_rows<E, _MM_HINT_T1>(segments[i + kSegmentsAhead].values, segments[i + kSegmentsAhead].n, hd);
+      }
       const auto* values = static_cast<const E*>(seg.values) + (lo - at) * hd;
       if constexpr (kWide) {
-        wsum_segment_512<NQ>(p + lo, pstride, values, hi - lo, hd, out, hd);
+        wsum_segment_512<NQ, kAhead>(p + lo, pstride, values, hi - lo, hd, out, hd);
       } else {
-        wsum_segment<NQ>(p + lo, pstride, values, hi - lo, hd, out, hd);
+        wsum_segment<NQ, kAhead>(p + lo, pstride, values, hi - lo, hd, out, hd);
       }
     }
     at += seg.n;
@@ -398,21 +441,48 @@ LOOM_TARGET_AVX2 void attend_rows(const float* q, int64_t qts, int64_t T, std::s
   const auto n_groups = static_cast<int64_t>(groups.size());
   for (int64_t i = 0; i < n_groups;) {
     const int64_t tile = n_groups - i >= kG ? kG : 1;
-    // Pull the next tile's keys in while this one computes.
-    for (int64_t j = i + tile; j < std::min(n_groups, i + tile + kG); ++j) prefetch_keys<E>(groups[static_cast<size_t>(j)], hd, stride);
-    const KeyGroup<E>* g = groups.data() + i;
-    if constexpr (kWide) {
-      if (tile == kG) {
-        scores_groups_512<R, kG>(rows_q, hd, g, stride, shape.scale, scores, n_max);
-      } else {
-        scores_groups_512<R, 1>(rows_q, hd, g, stride, shape.scale, scores, n_max);
+    // Decode (one token): the next tile's keys and those kKeysAheadTiles tiles later,
+    // requested as this one computes (KeyPrefetch). A prompt's runs re-read keys that
+    // recent runs brought in, and take the next tile's at once, before this one: the
+    // spread requests ran prefill of 2048 tokens 0.85-0.91x (`loom_ab_builds --prompt
+    // 2048`, small q8_0 and f16 GGUFs).
+    KeyPrefetch<E> ahead;
+    if (T > 1) {
+      for (int64_t j = i + tile; j < std::min(n_groups, i + tile + kG); ++j) {
+        prefetch_keys<E>(groups[static_cast<size_t>(j)], hd, stride);
       }
     } else {
-      if (tile == kG) {
-        scores_groups<R, kG>(rows_q, hd, g, stride, shape.scale, scores, n_max);
-      } else {
-        scores_groups<R, 1>(rows_q, hd, g, stride, shape.scale, scores, n_max);
+      if (const int64_t near0 = i + tile; near0 < n_groups) {
+        ahead.near = groups.data() + near0;
+        ahead.n_near = static_cast<int>(std::min<int64_t>(kG, n_groups - near0));
       }
+      if (const int64_t far0 = i + tile + kKeysAheadTiles * kG; far0 < n_groups) {
+        ahead.far = groups.data() + far0;
+        ahead.n_far = static_cast<int>(std::min<int64_t>(kG, n_groups - far0));
+      }
+    }
+    const KeyGroup<E>* g = groups.data() + i;
+    // (The requests compiled in only where they are made: a prompt's tiles ran 10-15%
+    // slower with the empty checks in their inner loop.)
+    auto run = [&]<bool kAhead>() {
+      if constexpr (kWide) {
+        if (tile == kG) {
+          scores_groups_512<R, kG, kAhead>(rows_q, hd, g, stride, shape.scale, scores, n_max, ahead);
+        } else {
+          scores_groups_512<R, 1, kAhead>(rows_q, hd, g, stride, shape.scale, scores, n_max, ahead);
+        }
+      } else {
+        if (tile == kG) {
+          scores_groups<R, kG, kAhead>(rows_q, hd, g, stride, shape.scale, scores, n_max, ahead);
+        } else {
+          scores_groups<R, 1, kAhead>(rows_q, hd, g, stride, shape.scale, scores, n_max, ahead);
+        }
+      }
+    };
+    if (T == 1) {
+      run.template operator()<true>();
+    } else {
+      run.template operator()<false>();
     }
     i += tile;
   }
@@ -428,8 +498,15 @@ LOOM_TARGET_AVX2 void attend_rows(const float* q, int64_t qts, int64_t T, std::s
     // Two halves: more than 8 rows' weight pointers do not fit GCC's general registers
     // (it spilled them to vector registers and reloaded them at every position).
     constexpr int kHalf = (R + 1) / 2;
-    wsum_range<kHalf, E, kWide>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
-    wsum_range<R - kHalf, E, kWide>(scores + kHalf * n_max, n_max, segments, 0, n_keys[0], hd, rows_out + kHalf * hd);
+    if (T == 1) {
+      wsum_range<kHalf, E, kWide, true>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
+      wsum_range<R - kHalf, E, kWide, true>(scores + kHalf * n_max, n_max, segments, 0, n_keys[0], hd, rows_out + kHalf * hd);
+    } else {
+      wsum_range<kHalf, E, kWide>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
+      wsum_range<R - kHalf, E, kWide>(scores + kHalf * n_max, n_max, segments, 0, n_keys[0], hd, rows_out + kHalf * hd);
+    }
+  } else if (T == 1) {
+    wsum_range<R, E, kWide, true>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
   } else {
     wsum_range<R, E, kWide>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
   }
