@@ -370,8 +370,8 @@ TEST_CASE("embedding lookup dequantizes only the requested rows, exactly") {
 }
 
 TEST_CASE("quantized dot: rows run in groups give each row's own bits") {
-  // A family may run several distant rows at once (KernelSet::dot_group: AVX-512 q8_0,
-  // q4_0, q2_k, q4_k, q6_k):
+  // A family may run several distant rows at once (KernelSet::dot_group: AVX-512 q8_0 at
+  // every tile width; q4_0, q2_k, q4_k, q6_k for one activation row):
   // every row's outputs must equal that row multiplied alone, for every tile width and
   // both an even and an odd block count (q8_0's two-block vectors), with -128 weights.
   for (DType type : kWeightTypes) {

@@ -126,7 +126,7 @@ QZ_INLINE void q4_0_x4(const uint8_t* w, size_t row_stride, const ActTile& acts,
 }
 
 // q4_0: one row against a tile, or (decode) kRowGroup distant rows against one token, four
-// weight streams a thread (see RowTiles); wider groups run their rows one after another.
+// weight streams a thread (see RowTiles).
 struct Q4_0X4 {
   template <int Nt>
   struct Tile {
@@ -135,17 +135,10 @@ struct Q4_0X4 {
       q4_0_x4<1, Nt>(w, 0, acts, blocks, out, 0);
     }
   };
-  template <int Nt>
-  struct Group {
-    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, size_t row_stride, const ActTile& acts,
-                                            int64_t blocks, float* out) {
-      if constexpr (Nt > 1) {
-        for (int r = 0; r < kRowGroup; ++r) q4_0_x4<1, Nt>(w + r * row_stride, 0, acts, blocks, out + r * kMaxTile, 0);
-      } else {
-        q4_0_x4<kRowGroup, 1>(w, row_stride, acts, blocks, out, kMaxTile);
-      }
-    }
-  };
+  LOOM_TARGET_AVX512_VNNI static void decode_group(const uint8_t* w, size_t row_stride, const ActTile& acts,
+                                                   int64_t blocks, float* out) {
+    q4_0_x4<kRowGroup, 1>(w, row_stride, acts, blocks, out, kMaxTile);
+  }
 };
 
 // q6_k: one block of one weight row against Nt activation rows.
@@ -504,9 +497,9 @@ struct K4Rows {
 // of the row at wb against Nt activation rows into acc[0..Nt)): one row against a tile,
 // and kRowGroup distant rows (row_stride apart) for one token, interleaved a block at a
 // time, so decode reads kRowGroup weight streams a thread where one row reads one. Each
-// row's sums are the one-row tile's, in the same order, so the bits are too; wider tiles
-// take the group's rows one after another (side by side their accumulators would not
-// fit the registers). Decode on Zen 5, `loom_ab_builds --repack off` (row-major weights),
+// row's sums are the one-row tile's, in the same order, so the bits are too. Wider tiles
+// have no group (register_group_decode): side by side their accumulators would not fit
+// the registers, so dot_rows runs their rows one at a time. Decode on Zen 5, `loom_ab_builds --repack off` (row-major weights),
 // four rows against one: q4_k small 1.09-1.43x, 1B 1.24-1.30x, q6_k 1.04-1.29x, q2_k
 // 1.18x; q5_k 0.84-0.91x and q3_k 0.87-0.91x, so they register no group
 // (docs/quantization.md).
@@ -526,27 +519,20 @@ struct RowTiles {
       for (int t = 0; t < Nt; ++t) out[t] = simd::hsum512(acc[t]);
     }
   };
-  template <int Nt>
-  struct Group {
-    LOOM_TARGET_AVX512_VNNI static void run(const uint8_t* w, size_t row_stride, const ActTile& acts,
-                                            int64_t blocks, float* out) {
-      if constexpr (Nt > 1) {
-        for (int r = 0; r < kRowGroup; ++r) Tile<Nt>::run(w + r * row_stride, acts, blocks, out + r * kMaxTile);
-      } else {
-        const typename K::Constants k;
-        __m512 acc[kRowGroup];
-        for (int r = 0; r < kRowGroup; ++r) acc[r] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < blocks; ++b) {
-          for (int r = 0; r < kRowGroup; ++r) {
-            const uint8_t* wb = w + r * row_stride + static_cast<size_t>(b) * K::kBytes;
-            prefetch_ahead(wb, K::kBytes);
-            K::template add_block<1>(wb, acts, b, k, &acc[r]);
-          }
-        }
-        for (int r = 0; r < kRowGroup; ++r) out[r * kMaxTile] = simd::hsum512(acc[r]);
+  LOOM_TARGET_AVX512_VNNI static void decode_group(const uint8_t* w, size_t row_stride, const ActTile& acts,
+                                                   int64_t blocks, float* out) {
+    const typename K::Constants k;
+    __m512 acc[kRowGroup];
+    for (int r = 0; r < kRowGroup; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int r = 0; r < kRowGroup; ++r) {
+        const uint8_t* wb = w + r * row_stride + static_cast<size_t>(b) * K::kBytes;
+        prefetch_ahead(wb, K::kBytes);
+        K::template add_block<1>(wb, acts, b, k, &acc[r]);
       }
     }
-  };
+    for (int r = 0; r < kRowGroup; ++r) out[r * kMaxTile] = simd::hsum512(acc[r]);
+  }
 };
 
 #undef QZ_INLINE
@@ -558,16 +544,16 @@ KernelSet make_set() {
   register_group_tiles<Q8_0Pairs::Group>(set, DType::q8_0);
   set.prepare[static_cast<size_t>(DType::q8_0)] = {prepared_q8_0_pairs_bytes, prepare_q8_0_pairs};
   register_tiles<Q4_0X4::Tile>(set, DType::q4_0);
-  register_group_tiles<Q4_0X4::Group>(set, DType::q4_0);
+  register_group_decode(set, DType::q4_0, Q4_0X4::decode_group);
   set.prepare[static_cast<size_t>(DType::q4_0)] = {prepared_q4_0_x4_bytes, prepare_q4_0_x4};
   register_tiles<RowTiles<Q6KZ>::Tile>(set, DType::q6_k);
-  register_group_tiles<RowTiles<Q6KZ>::Group>(set, DType::q6_k);
+  register_group_decode(set, DType::q6_k, RowTiles<Q6KZ>::decode_group);
   register_tiles<RowTiles<KPlanesZ<false>>::Tile>(set, DType::q2_k);
-  register_group_tiles<RowTiles<KPlanesZ<false>>::Group>(set, DType::q2_k);
+  register_group_decode(set, DType::q2_k, RowTiles<KPlanesZ<false>>::decode_group);
   // q3_k keeps one row a stream: four measured 0.90x in decode (RowTiles).
   register_tiles<RowTiles<KPlanesZ<true>>::Tile>(set, DType::q3_k);
   register_tiles<RowTiles<K4Rows<false>>::Tile>(set, DType::q4_k);
-  register_group_tiles<RowTiles<K4Rows<false>>::Group>(set, DType::q4_k);
+  register_group_decode(set, DType::q4_k, RowTiles<K4Rows<false>>::decode_group);
   set.prepare[static_cast<size_t>(DType::q4_k)] = {prepared_k4_z_bytes, prepare_k4_z};
   // q5_k keeps one row a stream: four measured 0.84-0.91x in decode (RowTiles).
   register_tiles<RowTiles<K4Rows<true>>::Tile>(set, DType::q5_k);

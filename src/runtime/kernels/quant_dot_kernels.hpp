@@ -81,6 +81,12 @@ constexpr void register_group_tiles(KernelSet& set, DType dtype) {
   fill_widths<Kernel>(set.dot_group[static_cast<size_t>(dtype)]);
 }
 
+// Registers a group kernel for one activation row (decode) only: wider tiles run their
+// rows one at a time through set.dot, as dot_rows does where no group is registered.
+constexpr void register_group_decode(KernelSet& set, DType dtype, RowGroupDotFn fn) {
+  set.dot_group[static_cast<size_t>(dtype)][0] = fn;
+}
+
 // Scalar activation quantizers (the reference the SIMD ones match bit for bit), and the
 // shared pieces SIMD versions reuse.
 void quantize_act_q8_0_scalar(const float* x, uint8_t* dst, int64_t n);
