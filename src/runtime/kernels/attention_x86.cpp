@@ -128,15 +128,23 @@ constexpr int64_t kKeysAheadTiles = 3;
 // How far ahead within a segment the weighted sums request value rows into L2: 32
 // positions (8 KiB of f32 rows at head_dim 64). A session's cache is one block, so its
 // values are one segment the length of the context, whose rows the segment-level request
-// below (prefetch_rows) covers only at the start.
+// (prefetch_rows) covers only at the start.
 constexpr int64_t kValuesAhead = 32;
 // The same distance across a batch's blocks of 16 positions: the segment two ahead.
 constexpr size_t kSegmentsAhead = 2;
-template <typename E>
-__attribute__((always_inline)) inline void prefetch_row_l2(const E* row, int64_t hd) {
-  const auto* b = reinterpret_cast<const char*>(row);
-  const auto bytes = static_cast<int64_t>(hd * static_cast<int64_t>(sizeof(E)));
-  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, _MM_HINT_T1);
+
+// Requests the n cached value rows at p (into L1 unless kHint says otherwise). The paged
+// cache keeps a head's rows of one block contiguous (16 positions: 4 KiB of f32 at
+// head_dim 64) but blocks far apart, which the hardware prefetchers do not follow across;
+// decode over a long context waited on memory at every block without this. At most the
+// first 4 KiB (a 16-position block of f32 rows at head_dim 64): a session's one segment
+// is the whole context, whose rows past that the weighted sums request as they go
+// (kValuesAhead).
+template <typename E, auto kHint = _MM_HINT_T0>
+__attribute__((always_inline)) inline void prefetch_rows(const void* p, int64_t n, int64_t hd) {
+  const auto* b = static_cast<const char*>(p);
+  const auto bytes = std::min<size_t>(static_cast<size_t>(n * hd) * sizeof(E), size_t{4096});
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, kHint);
 }
 
 // Tiles of G groups for R query rows: R * G accumulators, enough chains to hide the FMA
@@ -204,7 +212,7 @@ LOOM_TARGET_AVX2 void wsum_chunks(const float* p, int64_t pstride, const E* v, i
   }
   for (int64_t i = 0; i < n; ++i) {
     const E* vi = v + i * hd + d0;
-    if constexpr (kAhead) if (d0 == 0 && i + kValuesAhead < n) prefetch_row_l2<E>(v + (i + kValuesAhead) * hd, hd);
+    if constexpr (kAhead) if (d0 == 0 && i + kValuesAhead < n) prefetch_rows<E, _MM_HINT_T1>(v + (i + kValuesAhead) * hd, 1, hd);
     __m256 vv[DC];
     for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load_tail(vi, r) : load8(vi + 8 * c);
     for (int h = 0; h < NQ; ++h) {
@@ -305,7 +313,7 @@ LOOM_TARGET_AVX512 void wsum_chunks_512(const float* p, int64_t pstride, const E
   }
   for (int64_t i = 0; i < n; ++i) {
     const E* vi = v + i * hd + d0;
-    if constexpr (kAhead) if (d0 == 0 && i + kValuesAhead < n) prefetch_row_l2<E>(v + (i + kValuesAhead) * hd, hd);
+    if constexpr (kAhead) if (d0 == 0 && i + kValuesAhead < n) prefetch_rows<E, _MM_HINT_T1>(v + (i + kValuesAhead) * hd, 1, hd);
     __m512 vv[DC];
     for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load16_tail(vi, m) : load16(vi + 16 * c);
     for (int h = 0; h < NQ; ++h) {
@@ -341,19 +349,6 @@ LOOM_TARGET_AVX512 void wsum_segment_512(const float* p, int64_t pstride, const 
     const auto m = static_cast<__mmask16>((1u << (hd - full)) - 1);
     wsum_chunks_512<NQ, 1, true, kAhead>(p, pstride, v, n, hd, full, m, out, ostride);
   }
-}
-
-// Requests the n cached value rows at p into L1. The paged cache keeps a head's rows of
-// one block contiguous (16 positions: 4 KiB of f32 at head_dim 64) but blocks far apart,
-// which the hardware prefetchers do not follow across; decode over a long context waited
-// on memory at every block without this. At most the first 4 KiB (a 16-position block of
-// f32 rows at head_dim 64): a session's one segment is the whole context, whose rows past
-// that the weighted sums request as they go (kValuesAhead).
-template <typename E, auto kHint = _MM_HINT_T0>
-inline void prefetch_rows(const void* p, int64_t n, int64_t hd) {
-  const auto* b = static_cast<const char*>(p);
-  const auto bytes = std::min<size_t>(static_cast<size_t>(n * hd) * sizeof(E), size_t{4096});
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, kHint);
 }
 
 // The same for a group's keys: hd runs of n elements, stride apart (one contiguous panel
