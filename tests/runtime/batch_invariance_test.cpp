@@ -319,3 +319,41 @@ TEST_CASE("session: prefilled logits equal token-by-token logits bit for bit") {
     }
   }
 }
+
+TEST_CASE("session: a prompt long enough for the pool's share of norms and activations keeps the token-by-token bits") {
+  // 160 tokens x hidden 256 and x ffn 512 pass forward.cpp's over_rows thresholds (32768
+  // and 8192 elements), so the norms, RoPE, residual adds, q/k/v split and SwiGLU run on
+  // the pool in whole rows a thread; decode (one token) runs them on the caller. Each row
+  // must come out the same either way, at 1 and 2 threads.
+  std::vector<int32_t> prompt(160);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 128);
+  const auto n = static_cast<int64_t>(prompt.size());
+  for (DType dtype : {DType::f32, DType::q8_0}) {
+    const auto model = model_of(dtype);
+    const int64_t vocab = model->config().vocab_size;
+    std::vector<float> stepped;
+    for (int threads : {1, 2}) {
+      INFO(loom::dtype_name(dtype) << " threads " << threads);
+      loom::SessionOptions o;
+      o.all_logits = true;
+      o.context_length = n;
+      o.n_threads = threads;
+      if (stepped.empty()) {
+        loom::Session d(model, o);
+        for (int32_t token : prompt) {
+          d.step(token);
+          const auto row = d.logits();
+          stepped.insert(stepped.end(), row.begin(), row.end());
+        }
+      }
+      loom::Session s(model, o);
+      s.prefill(prompt);
+      REQUIRE(s.logit_rows() == n);
+      int mismatched = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!same_bits(s.logits_at(i).data(), stepped.data() + i * vocab, vocab)) ++mismatched;
+      }
+      CHECK(mismatched == 0);
+    }
+  }
+}
