@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -263,6 +264,28 @@ std::shared_ptr<const loom::Model> model_of(DType dtype) {
   return loom::test::make_model(config, std::move(w));
 }
 
+// Every position's logits of `prompt` fed one token a step (o.all_logits set).
+std::vector<float> stepped_logits(const std::shared_ptr<const loom::Model>& model, const loom::SessionOptions& o,
+                                  std::span<const int32_t> prompt) {
+  std::vector<float> stepped;
+  loom::Session d(model, o);
+  for (int32_t token : prompt) {
+    d.step(token);
+    const auto row = d.logits();
+    stepped.insert(stepped.end(), row.begin(), row.end());
+  }
+  return stepped;
+}
+
+// How many of the session's n kept logit rows differ in any bit from rows of `want`.
+int mismatched_rows(const loom::Session& s, const float* want, int64_t n, int64_t vocab) {
+  int mismatched = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!same_bits(s.logits_at(i).data(), want + i * vocab, vocab)) ++mismatched;
+  }
+  return mismatched;
+}
+
 }  // namespace
 
 TEST_CASE("session: prefilled logits equal token-by-token logits bit for bit") {
@@ -279,22 +302,12 @@ TEST_CASE("session: prefilled logits equal token-by-token logits bit for bit") {
       o.context_length = 64;
       o.n_threads = threads;
 
-      std::vector<float> stepped;
-      loom::Session d(model, o);
-      for (int32_t token : prompt) {
-        d.step(token);
-        const auto row = d.logits();
-        stepped.insert(stepped.end(), row.begin(), row.end());
-      }
+      const std::vector<float> stepped = stepped_logits(model, o, prompt);
 
       loom::Session s(model, o);
       s.prefill(prompt);
       REQUIRE(s.logit_rows() == n);
-      int mismatched = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        if (!same_bits(s.logits_at(i).data(), stepped.data() + i * vocab, vocab)) ++mismatched;
-      }
-      CHECK(mismatched == 0);
+      CHECK(mismatched_rows(s, stepped.data(), n, vocab) == 0);
 
       // The same prompt in chunks of 5, 1 and 7 tokens.
       loom::Session chunks(model, o);
@@ -338,22 +351,11 @@ TEST_CASE("session: a prompt long enough for the pool's share of norms and activ
       o.all_logits = true;
       o.context_length = n;
       o.n_threads = threads;
-      if (stepped.empty()) {
-        loom::Session d(model, o);
-        for (int32_t token : prompt) {
-          d.step(token);
-          const auto row = d.logits();
-          stepped.insert(stepped.end(), row.begin(), row.end());
-        }
-      }
+      if (stepped.empty()) stepped = stepped_logits(model, o, prompt);
       loom::Session s(model, o);
       s.prefill(prompt);
       REQUIRE(s.logit_rows() == n);
-      int mismatched = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        if (!same_bits(s.logits_at(i).data(), stepped.data() + i * vocab, vocab)) ++mismatched;
-      }
-      CHECK(mismatched == 0);
+      CHECK(mismatched_rows(s, stepped.data(), n, vocab) == 0);
     }
   }
 }
