@@ -22,7 +22,7 @@ int64_t kv_block_bytes(const ModelConfig& config, int64_t block_tokens, DType dt
 
 KvPool::KvPool(const ModelConfig& config, int64_t block_tokens, int64_t n_blocks, DType dtype)
     : n_layers_(config.n_layers), n_kv_heads_(config.n_kv_heads), head_dim_(config.head_dim),
-      block_tokens_(block_tokens), dtype_(dtype) {
+      block_tokens_(block_tokens), n_blocks_(n_blocks), dtype_(dtype) {
   if (dtype != DType::f32 && dtype != DType::f16) {
     throw Error(ErrorCode::invalid_argument,
                 "KV cache dtype must be f32 or f16, got " + std::string(dtype_name(dtype)));
@@ -76,8 +76,15 @@ void KvPool::copy_run_from(const KvPool& src, int32_t from, int64_t from_slot, i
                            int64_t count) noexcept {
   const size_t elem = dtype_size(dtype_);
   if (block_tokens_ == src.block_tokens_ && from_slot == 0 && to_slot == 0 && count == block_tokens_) {
-    std::memmove(element(static_cast<int64_t>(to) * block_elements_),
-                 src.element(static_cast<int64_t>(from) * block_elements_), static_cast<size_t>(block_elements_) * elem);
+    // Whole blocks: each (layer, kind, head) panel is one contiguous run.
+    const auto panel_bytes = static_cast<size_t>(block_tokens_ * head_dim_) * elem;
+    for (int64_t l = 0; l < n_layers_; ++l) {
+      for (int kind = 0; kind < 2; ++kind) {
+        for (int64_t g = 0; g < n_kv_heads_; ++g) {
+          std::memmove(element(panel(to, l, kind, g)), src.element(src.panel(from, l, kind, g)), panel_bytes);
+        }
+      }
+    }
     return;
   }
   const auto run = static_cast<size_t>(count) * elem;
