@@ -2,7 +2,8 @@
 // on odd shapes (head_dim not a multiple of 8, 1..3 keys, several segments, f16 cache,
 // softcap), for every ISA level this CPU runs; bit-identical results for a query head
 // whether it runs alone or in a tile of 4 and however its positions are cut into
-// segments; the AVX2 exp against libm. Also the AVX2 element-wise silu_mul, which shares
+// segments, whether or not the segments' value rows follow one another in memory; the
+// AVX2 exp against libm. Also the AVX2 element-wise silu_mul, which shares
 // that exp.
 #include <catch2/catch.hpp>
 
@@ -107,6 +108,31 @@ std::vector<KvSegment> cut(const Cache& c, int64_t n, int64_t hd, bool f16, std:
   return out;
 }
 
+// The same segments with each one's value rows copied into a buffer of its own, a row
+// of padding apart, so that no segment's rows follow the previous one's in memory (the
+// kernels sum a run of segments whose rows do as one: this keeps the other path).
+struct ScatteredValues {
+  std::vector<std::vector<float>> rows32;
+  std::vector<std::vector<uint16_t>> rows16;
+  std::vector<KvSegment> segments;
+  ScatteredValues(const std::vector<KvSegment>& from, int64_t hd, bool f16) {
+    for (const KvSegment& seg : from) {
+      const auto n = static_cast<size_t>((seg.n + 1) * hd);  // one row of padding first
+      KvSegment copy = seg;
+      if (f16) {
+        rows16.emplace_back(n, uint16_t{0x7E00});  // NaN padding: read by mistake, it shows
+        std::memcpy(rows16.back().data() + hd, seg.values, static_cast<size_t>(seg.n * hd) * sizeof(uint16_t));
+        copy.values = rows16.back().data() + hd;
+      } else {
+        rows32.emplace_back(n, std::numeric_limits<float>::quiet_NaN());
+        std::memcpy(rows32.back().data() + hd, seg.values, static_cast<size_t>(seg.n * hd) * sizeof(float));
+        copy.values = rows32.back().data() + hd;
+      }
+      segments.push_back(copy);
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("attend: matches a double-precision reference on odd shapes, every ISA level, f32 and f16 caches") {
@@ -159,6 +185,42 @@ TEST_CASE("attend: a head's output is the same bits alone, in a tile of 2..4, an
             std::vector<float> out(static_cast<size_t>(tile * hd));
             loom::kernels::attend(q.data(), tile, cut(cache, n, hd, f16, lengths), n, shape, scores.data(), out.data());
             CHECK(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attend: segments whose value rows follow one another give the bits of segments apart") {
+  for (const auto isa : levels()) {
+    IsaScope scope(isa);
+    for (const bool f16 : {false, true}) {
+      for (const int64_t hd : {9, 64}) {
+        const int64_t n = 75;
+        const AttentionShape shape{.head_dim = hd, .scale = 0.125f, .f16 = f16, .key_stride = n};
+        const Cache cache(n, hd, f16, 23);
+        const auto q = gaussian(static_cast<size_t>(4 * 5 * hd), 29, 2.0f);
+        std::vector<float> scores(static_cast<size_t>(16 * n));
+        for (const auto& lengths : std::vector<std::vector<int64_t>>{{16}, {1, 2, 3}, {5, 16, 1}}) {
+          const auto adjacent = cut(cache, n, hd, f16, lengths);  // value rows in one run
+          const ScatteredValues apart(adjacent, hd, f16);
+          for (int64_t nq = 1; nq <= 4; ++nq) {
+            INFO("isa " << loom::isa_name(isa) << " f16 " << f16 << " head_dim " << hd << " heads " << nq
+                        << " segments of " << lengths[0] << "...");
+            std::vector<float> one(static_cast<size_t>(nq * hd)), two(one.size(), -1.0f);
+            loom::kernels::attend(q.data(), nq, adjacent, n, shape, scores.data(), one.data());
+            loom::kernels::attend(q.data(), nq, apart.segments, n, shape, scores.data(), two.data());
+            REQUIRE(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+            // Several tokens (a prompt's run): the same.
+            const int64_t tokens = 3, qts = 5 * hd;
+            const int64_t n_keys[tokens] = {n - 30, n - 12, n};
+            std::vector<float> many(static_cast<size_t>(tokens * qts), -1.0f), many_apart(many);
+            loom::kernels::attend_tokens(q.data(), qts, tokens, nq, adjacent, n_keys, shape, scores.data(), many.data(),
+                                         qts);
+            loom::kernels::attend_tokens(q.data(), qts, tokens, nq, apart.segments, n_keys, shape, scores.data(),
+                                         many_apart.data(), qts);
+            REQUIRE(std::memcmp(many.data(), many_apart.data(), many.size() * sizeof(float)) == 0);
           }
         }
       }

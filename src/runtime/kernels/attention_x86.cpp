@@ -372,22 +372,33 @@ template <int NQ, typename E, bool kWide, bool kAhead = false>
 LOOM_TARGET_AVX2 void wsum_range(const float* p, int64_t pstride, std::span<const KvSegment> segments, int64_t begin,
                                  int64_t end, int64_t hd, float* out) {
   int64_t at = 0;
-  for (size_t i = 0; i < segments.size() && at < end; ++i) {
-    const KvSegment& seg = segments[i];
-    const int64_t lo = std::max(at, begin), hi = std::min(at + seg.n, end);
+  for (size_t i = 0; i < segments.size() && at < end;) {
+    // Segments whose value rows follow one another in memory (a sequence's consecutive
+    // blocks, which the pool keeps side by side when they came in order) are summed as
+    // one run: the same FMAs in the same order, without a stop (accumulators stored and
+    // reloaded, requests ahead restarted) every 16 positions.
+    const auto* run = static_cast<const E*>(segments[i].values);
+    int64_t n = segments[i].n;
+    size_t next = i + 1;
+    while (next < segments.size() && static_cast<const E*>(segments[next].values) == run + n * hd) {
+      n += segments[next++].n;
+    }
+    const int64_t lo = std::max(at, begin), hi = std::min(at + n, end);
     if (lo < hi) {
-      if (i + 1 < segments.size()) prefetch_rows<E>(segments[i + 1].values, segments[i + 1].n, hd);
-      if (kAhead && i + kSegmentsAhead < segments.size()) {
-        prefetch_rows<E, _MM_HINT_T1>(segments[i + kSegmentsAhead].values, segments[i + kSegmentsAhead].n, hd);
+      if (next < segments.size()) prefetch_rows<E>(segments[next].values, segments[next].n, hd);
+      if (kAhead && next + kSegmentsAhead - 1 < segments.size()) {
+        const KvSegment& far = segments[next + kSegmentsAhead - 1];
+        prefetch_rows<E, _MM_HINT_T1>(far.values, far.n, hd);
       }
-      const auto* values = static_cast<const E*>(seg.values) + (lo - at) * hd;
+      const E* values = run + (lo - at) * hd;
       if constexpr (kWide) {
         wsum_segment_512<NQ, kAhead>(p + lo, pstride, values, hi - lo, hd, out, hd);
       } else {
         wsum_segment<NQ, kAhead>(p + lo, pstride, values, hi - lo, hd, out, hd);
       }
     }
-    at += seg.n;
+    at += n;
+    i = next;
   }
 }
 
