@@ -41,7 +41,7 @@ using SeqId = int64_t;
 struct BatchOptions {
   int64_t max_sequences = 16;    // live sequences at once
   int64_t context_length = 0;    // per sequence; 0: the model's max_positions, capped at 4096
-  int64_t block_tokens = 16;     // positions per KV block
+  int64_t block_tokens = kKvBlockTokens;  // positions per KV block
   // The pool's size: in tokens (rounded up to whole blocks), or else in bytes (rounded
   // down), or else, when both are 0, max_sequences full contexts.
   int64_t pool_tokens = 0;

@@ -52,8 +52,16 @@ class Model {
   GenerationDefaults generation_;
 };
 
+// Positions per KV cache block: a Session's cache is blocks of this many positions, and
+// a Batch's unless BatchOptions::block_tokens says otherwise. Within a block each key is
+// stored dimension-major, so a block of 16 keys of one head is 16 x head_dim contiguous
+// elements: storing a new key writes into a few KiB, where a block spanning the whole
+// context scattered its head_dim elements a context apart (docs/batching.md).
+inline constexpr int64_t kKvBlockTokens = 16;
+
 // KV cache bytes a session of this model would allocate for `context_length` positions
-// of `kv_dtype` (a Session allocates exactly this; the load report states it). Throws
+// of `kv_dtype`: whole blocks of kKvBlockTokens positions, so the context rounded up to
+// a multiple of 16 (a Session allocates exactly this; the load report states it). Throws
 // Error(out_of_memory) when the product does not fit in 63 bits.
 int64_t kv_cache_bytes_for(const ModelConfig& config, int64_t context_length, DType kv_dtype);
 

@@ -3,7 +3,8 @@
 //
 // prefill() runs the prompt in one batched pass (matrix-matrix products); step() feeds
 // one token using the KV cache. The KV cache is allocated once, for the context length
-// chosen at creation, and accounted apart from the weights (kv_cache_bytes()).
+// chosen at creation rounded up to a multiple of 16 positions (its blocks), and accounted
+// apart from the weights (kv_cache_bytes()).
 //
 // Ownership: a Session holds a shared_ptr to its Model. Thread-safety: one thread at a
 // time per Session (it may move between threads); many Sessions may share one Model.

@@ -1,5 +1,6 @@
 #include "loom/model.hpp"
 
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -104,8 +105,13 @@ int64_t Model::decode_weight_bytes() const {
 int64_t kv_cache_bytes_for(const ModelConfig& config, int64_t context_length, DType kv_dtype) {
   // Checked: a config's sizes come from a file, and the product must not wrap into a
   // small (or negative) allocation.
+  if (context_length < 0 || context_length > std::numeric_limits<int64_t>::max() - kKvBlockTokens) {
+    throw Error(ErrorCode::out_of_memory,
+                "a KV cache of " + std::to_string(context_length) + " positions for this model exceeds 2^63 bytes");
+  }
+  const int64_t positions = (context_length + kKvBlockTokens - 1) / kKvBlockTokens * kKvBlockTokens;
   int64_t bytes = 2;
-  for (const int64_t factor : {config.n_layers, config.n_kv_heads, context_length, config.head_dim,
+  for (const int64_t factor : {config.n_layers, config.n_kv_heads, positions, config.head_dim,
                                static_cast<int64_t>(dtype_size(kv_dtype))}) {
     if (factor < 0 || __builtin_mul_overflow(bytes, factor, &bytes)) {
       throw Error(ErrorCode::out_of_memory,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <limits>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -276,6 +277,11 @@ TEST_CASE("limits: config.json sizes beyond loom's limits are refused and KV cac
   }, loom::ErrorCode::format, "hidden_size", "config.json");
   loom::ModelConfig c = t::tiny_llama_config();
   CHECK(loom::kv_cache_bytes_for(c, 256, loom::DType::f32) == 2 * 2 * 2 * 256 * 16 * 4);
+  // Whole 16-position blocks: 257 positions take 272, one takes 16.
+  CHECK(loom::kv_cache_bytes_for(c, 257, loom::DType::f32) == 2 * 2 * 2 * 272 * 16 * 4);
+  CHECK(loom::kv_cache_bytes_for(c, 1, loom::DType::f16) == 2 * 2 * 2 * 16 * 16 * 2);
+  t::expect_error([&] { (void)loom::kv_cache_bytes_for(c, std::numeric_limits<int64_t>::max(), loom::DType::f32); },
+                  loom::ErrorCode::out_of_memory, "positions");
   t::expect_error([&] { (void)loom::kv_cache_bytes_for(c, int64_t{1} << 58, loom::DType::f32); },
                   loom::ErrorCode::out_of_memory, "exceeds");
 }

@@ -208,8 +208,9 @@ TEST_CASE("context full, bad ids and rollback leave the session consistent") {
   s.reset();
   CHECK(s.position() == 0);
   CHECK_THROWS_AS(s.logits(), loom::Error);
+  // An 8-position context takes one 16-position block (kKvBlockTokens).
   CHECK(s.kv_cache_bytes() == loom::kv_cache_bytes_for(config, 8, loom::DType::f32));
-  CHECK(s.kv_cache_bytes() == 2 * 2 * 2 * 8 * 16 * 4);
+  CHECK(s.kv_cache_bytes() == 2 * 2 * 2 * 16 * 16 * 4);
 }
 
 TEST_CASE("a session continues bit-identically from a cache copied from another session") {
