@@ -211,7 +211,7 @@ struct NibbleK {
     _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
       __m512i wl[P], wh[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        prefetch_step<T, kGroupBytes, 32>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j), pair * 8 + j);
+        prefetch_step<T, kGroupBytes, 32, _MM_HINT_T0, L::quant_at(0, 0)>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j), pair * 8 + j);
         wl[p] = half_values(g[p], pair, j, 0);
         wh[p] = half_values(g[p], pair, j, 1);
       }
@@ -249,7 +249,7 @@ struct NibbleK {
     _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
       __m512i wv[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        if (half == 0) prefetch_step<T, kGroupBytes, 32>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j), pair * 8 + j);
+        if (half == 0) prefetch_step<T, kGroupBytes, 32, _MM_HINT_T0, L::quant_at(0, 0)>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j), pair * 8 + j);
         wv[p] = half_values(g[p], pair, j, half);
       }
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {

@@ -59,10 +59,14 @@ inline void prefetch_group_step(const uint8_t* group, int k) {
 }
 
 // The prefetch of step k of a tile of T tokens that loads the vector at `vector` of
-// `group`: decode (T = 1) the group's whole stream (prefetch_group_step); a tile of
-// several tokens only the line kPackedAheadBytes past the vector, as before: spreading the
-// group's shares there (with a loop of varying count) ran q4_k / q6_k prefill tiles 17-45%
-// slower in L2, and after the first token tile of an L2 block the prefetches only cost.
+// `group` (whose quant vectors start kHead bytes in): decode (T = 1) the group's whole
+// stream (prefetch_group_step); a tile of several tokens the line kPackedAheadBytes past
+// the vector (spreading the group's shares there, with a loop of varying count, ran
+// q4_k / q6_k prefill tiles 17-45% slower in L2, and after the first token tile of an L2
+// block the prefetches only cost), and a tile of kEveryLineTokens or more (a batch's
+// decode pass of up to 16 tokens; prefill tiles are at most 6 wide) also, at the group's
+// first step, the lines of its header and its last line, which the vectors' prefetches
+// miss (q8_0's 544-byte group is 8.5 lines; docs/quantization.md).
 // kTileHint is where a multi-token tile's prefetch puts the line: the formats of one byte
 // a weight (q8_0, gq8) ask for L2 (_MM_HINT_T1), which frees the L1 miss buffers for the
 // loads and leaves more lines in flight from memory; the 4- to 6-bit formats, with more
@@ -70,12 +74,18 @@ inline void prefetch_group_step(const uint8_t* group, int k) {
 // PrefetchHint is the hint's own type: GCC's headers make _MM_HINT_T0 an enumerator of
 // `_mm_hint`, clang's a plain int macro, and a template parameter must name one of them.
 using PrefetchHint = decltype(_MM_HINT_T0);
-template <int T, int64_t kBytes, int kSteps, PrefetchHint kTileHint = _MM_HINT_T0>
+inline constexpr int kEveryLineTokens = 7;
+template <int T, int64_t kBytes, int kSteps, PrefetchHint kTileHint = _MM_HINT_T0, int64_t kHead = 0>
 inline void prefetch_step(const uint8_t* group, const uint8_t* vector, int k) {
   if constexpr (T == 1) {
     prefetch_group_step<kBytes, kSteps>(group, k);
   } else {
     _mm_prefetch(reinterpret_cast<const char*>(vector + kPackedAheadBytes), kTileHint);
+    if (T >= kEveryLineTokens && k == 0) {
+      const char* ahead = reinterpret_cast<const char*>(group + kPackedAheadBytes);
+      for (int64_t i = 0; i < kHead; i += 64) _mm_prefetch(ahead + i, kTileHint);
+      _mm_prefetch(ahead + kBytes - 1, kTileHint);
+    }
   }
 }
 
