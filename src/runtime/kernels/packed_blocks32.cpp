@@ -248,8 +248,8 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
         __m512i wv[P], wh[P];
         _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
           const uint8_t* at = panel[p] + gi * kGroup<F> + F::Layout::quants + s * kRunBytes<F> + j * 64;
-          prefetch_step<T, kGroup<F>, F::kRuns * F::kVectors, F::kTileHint, F::Layout::quants>(panel[p] + gi * kGroup<F>, at,
-                                                                             s * F::kVectors + j);
+          prefetch_step<T, kGroup<F>, F::kRuns * F::kVectors, F::kTileHint, F::Layout::quants>(
+              panel[p] + gi * kGroup<F>, at, s * F::kVectors + j);
           wv[p] = _mm512_loadu_si512(at);
           if constexpr (F::kNibbles) {
             const __m512i low4 = _mm512_set1_epi8(0x0F);

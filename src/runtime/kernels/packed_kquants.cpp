@@ -85,6 +85,7 @@ struct NibbleK {
   using L = Layout;
   static constexpr int64_t kGroupBytes = L::group;
   static constexpr int64_t kDmin = L::dmin, kScales = L::scales, kMins = L::mins;
+  static constexpr int64_t kQuants = L::quant_at(0, 0);  // where a group's quant vectors start
   // Tiles of up to 4 tokens take both nibble halves of a sub-block pair at once
   // (pair_sums); 5 to 8 tokens one half at a time (pair_half_sums), whose registers hold
   // 8 tokens, so a batch of 5-16 tokens takes one or two tiles where it took two to four:
@@ -211,7 +212,8 @@ struct NibbleK {
     _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
       __m512i wl[P], wh[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        prefetch_step<T, kGroupBytes, 32, _MM_HINT_T0, L::quant_at(0, 0)>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j), pair * 8 + j);
+        prefetch_step<T, kGroupBytes, 32, _MM_HINT_T0, kQuants>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j),
+                                                                pair * 8 + j);
         wl[p] = half_values(g[p], pair, j, 0);
         wh[p] = half_values(g[p], pair, j, 1);
       }
@@ -249,7 +251,10 @@ struct NibbleK {
     _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
       __m512i wv[P];
       _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        if (half == 0) prefetch_step<T, kGroupBytes, 32, _MM_HINT_T0, L::quant_at(0, 0)>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j), pair * 8 + j);
+        if (half == 0) {
+          prefetch_step<T, kGroupBytes, 32, _MM_HINT_T0, kQuants>(g[p], g[p] + L::quant_at(0, 32 * pair + 4 * j),
+                                                                  pair * 8 + j);
+        }
         wv[p] = half_values(g[p], pair, j, half);
       }
       _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
