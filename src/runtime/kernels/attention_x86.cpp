@@ -119,32 +119,41 @@ struct KeyPrefetch {
   int n_far = 0;
 
   __attribute__((always_inline)) void step(int64_t d, int64_t stride) const {
-    for (int g = 0; g < n_near; ++g) _mm_prefetch(reinterpret_cast<const char*>(near[g].keys + d * stride), _MM_HINT_T0);
+    for (int g = 0; g < n_near; ++g) {
+      _mm_prefetch(reinterpret_cast<const char*>(near[g].keys + d * stride), _MM_HINT_T0);
+    }
     for (int g = 0; g < n_far; ++g) _mm_prefetch(reinterpret_cast<const char*>(far[g].keys + d * stride), _MM_HINT_T1);
   }
 };
 constexpr int64_t kKeysAheadTiles = 3;
 
-// How far ahead within a segment the weighted sums request value rows into L2: 32
-// positions (8 KiB of f32 rows at head_dim 64). A session's cache is one block, so its
-// values are one segment the length of the context, whose rows the segment-level request
-// (prefetch_rows) covers only at the start.
+// How far ahead within a run of value rows decode's weighted sums request rows into L2:
+// 32 positions (8 KiB of f32 rows at head_dim 64). A run is a segment, or adjacent
+// segments summed as one (wsum_range): a sequence's blocks in order make one run the
+// length of its context, which the run-level request (prefetch_rows) covers only at the
+// start.
 constexpr int64_t kValuesAhead = 32;
-// The same distance across a batch's blocks of 16 positions: the segment two ahead.
+// Past the end of a run (the next block elsewhere in the pool): the segment two ahead.
 constexpr size_t kSegmentsAhead = 2;
 
 // Requests the n cached value rows at p (into L1 unless kHint says otherwise). The paged
 // cache keeps a head's rows of one block contiguous (16 positions: 4 KiB of f32 at
 // head_dim 64) but blocks far apart, which the hardware prefetchers do not follow across;
 // decode over a long context waited on memory at every block without this. At most the
-// first 4 KiB (a 16-position block of f32 rows at head_dim 64): a session's one segment
-// is the whole context, whose rows past that the weighted sums request as they go
-// (kValuesAhead).
+// first 4 KiB (a 16-position block of f32 rows at head_dim 64): a long run's rows past
+// that the weighted sums request as they go (prefetch_row_ahead).
 template <typename E, auto kHint = _MM_HINT_T0>
 __attribute__((always_inline)) inline void prefetch_rows(const void* p, int64_t n, int64_t hd) {
   const auto* b = static_cast<const char*>(p);
   const auto bytes = std::min<size_t>(static_cast<size_t>(n * hd) * sizeof(E), size_t{4096});
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + o, kHint);
+}
+
+// Decode's weighted sums at row i of a run of n value rows at v: the row kValuesAhead
+// further on, into L2.
+template <typename E>
+__attribute__((always_inline)) inline void prefetch_row_ahead(const E* v, int64_t i, int64_t n, int64_t hd) {
+  if (i + kValuesAhead < n) prefetch_rows<E, _MM_HINT_T1>(v + (i + kValuesAhead) * hd, 1, hd);
 }
 
 // Tiles of G groups for R query rows: R * G accumulators, enough chains to hide the FMA
@@ -212,7 +221,7 @@ LOOM_TARGET_AVX2 void wsum_chunks(const float* p, int64_t pstride, const E* v, i
   }
   for (int64_t i = 0; i < n; ++i) {
     const E* vi = v + i * hd + d0;
-    if constexpr (kAhead) if (d0 == 0 && i + kValuesAhead < n) prefetch_rows<E, _MM_HINT_T1>(v + (i + kValuesAhead) * hd, 1, hd);
+    if constexpr (kAhead) if (d0 == 0) prefetch_row_ahead(v, i, n, hd);
     __m256 vv[DC];
     for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load_tail(vi, r) : load8(vi + 8 * c);
     for (int h = 0; h < NQ; ++h) {
@@ -241,7 +250,9 @@ LOOM_TARGET_AVX2 void wsum_segment(const float* p, int64_t pstride, const E* v, 
   constexpr int kDC = NQ <= 2 ? 4 : NQ <= 4 ? 2 : 1;
   const int64_t full = hd / 8 * 8;
   int64_t d0 = 0;
-  for (; d0 + 8 * kDC <= full; d0 += 8 * kDC) wsum_chunks<NQ, kDC, false, kAhead>(p, pstride, v, n, hd, d0, 8, out, ostride);
+  for (; d0 + 8 * kDC <= full; d0 += 8 * kDC) {
+    wsum_chunks<NQ, kDC, false, kAhead>(p, pstride, v, n, hd, d0, 8, out, ostride);
+  }
   for (; d0 < full; d0 += 8) wsum_chunks<NQ, 1, false, kAhead>(p, pstride, v, n, hd, d0, 8, out, ostride);
   if (full < hd) wsum_chunks<NQ, 1, true, kAhead>(p, pstride, v, n, hd, full, hd - full, out, ostride);
 }
@@ -313,7 +324,7 @@ LOOM_TARGET_AVX512 void wsum_chunks_512(const float* p, int64_t pstride, const E
   }
   for (int64_t i = 0; i < n; ++i) {
     const E* vi = v + i * hd + d0;
-    if constexpr (kAhead) if (d0 == 0 && i + kValuesAhead < n) prefetch_rows<E, _MM_HINT_T1>(v + (i + kValuesAhead) * hd, 1, hd);
+    if constexpr (kAhead) if (d0 == 0) prefetch_row_ahead(v, i, n, hd);
     __m512 vv[DC];
     for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load16_tail(vi, m) : load16(vi + 16 * c);
     for (int h = 0; h < NQ; ++h) {
@@ -502,15 +513,12 @@ LOOM_TARGET_AVX2 void attend_rows(const float* q, int64_t qts, int64_t T, std::s
   std::fill(rows_out, rows_out + R * hd, 0.0f);
   if constexpr (R > 8) {
     // Two halves: more than 8 rows' weight pointers do not fit GCC's general registers
-    // (it spilled them to vector registers and reloaded them at every position).
+    // (it spilled them to vector registers and reloaded them at every position). Prompts
+    // only: a token has at most 4 query rows, so R > 8 means 3 or 4 tokens (no requests
+    // ahead).
     constexpr int kHalf = (R + 1) / 2;
-    if (T == 1) {
-      wsum_range<kHalf, E, kWide, true>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
-      wsum_range<R - kHalf, E, kWide, true>(scores + kHalf * n_max, n_max, segments, 0, n_keys[0], hd, rows_out + kHalf * hd);
-    } else {
-      wsum_range<kHalf, E, kWide>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
-      wsum_range<R - kHalf, E, kWide>(scores + kHalf * n_max, n_max, segments, 0, n_keys[0], hd, rows_out + kHalf * hd);
-    }
+    wsum_range<kHalf, E, kWide>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
+    wsum_range<R - kHalf, E, kWide>(scores + kHalf * n_max, n_max, segments, 0, n_keys[0], hd, rows_out + kHalf * hd);
   } else if (T == 1) {
     wsum_range<R, E, kWide, true>(scores, n_max, segments, 0, n_keys[0], hd, rows_out);
   } else {

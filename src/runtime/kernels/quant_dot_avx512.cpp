@@ -499,10 +499,10 @@ struct K4Rows {
 // time, so decode reads kRowGroup weight streams a thread where one row reads one. Each
 // row's sums are the one-row tile's, in the same order, so the bits are too. Wider tiles
 // have no group (register_group_decode): side by side their accumulators would not fit
-// the registers, so dot_rows runs their rows one at a time. Decode on Zen 5, `loom_ab_builds --repack off` (row-major weights),
-// four rows against one: q4_k small 1.09-1.43x, 1B 1.24-1.30x, q6_k 1.04-1.29x, q2_k
-// 1.18x; q5_k 0.84-0.91x and q3_k 0.87-0.91x, so they register no group
-// (docs/quantization.md).
+// the registers, so dot_rows runs their rows one at a time. Decode on Zen 5,
+// `loom_ab_builds --repack off` (row-major weights), four rows against one: q4_k small
+// 1.09-1.43x, 1B 1.24-1.30x, q6_k 1.04-1.29x, q2_k 1.18x; q5_k 0.84-0.91x and q3_k
+// 0.87-0.91x, so they register no group (docs/quantization.md).
 template <class K>
 struct RowTiles {
   template <int Nt>
