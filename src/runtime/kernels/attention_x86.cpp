@@ -90,6 +90,17 @@ LOOM_TARGET_AVX2 void softmax_row(float* s, int64_t n) {
   for (int64_t i = full; i < n; ++i) s[i] *= inv1;
 }
 
+// Keeps a loaded vector in a register: without it GCC folds the load into every FMA
+// that uses it (a value row's vector once per query row, a query element's broadcast
+// once per key group), and the loads, not the FMAs, bound the loop. Applied to a plain
+// local: on an array element GCC also kept the array on the stack, a store per load.
+// In cache (a scratch probe calling attend, 4 query rows over 160 f32 positions, the
+// same item again and again) 1.8-2.0 us an item against 2.3-2.4 before.
+template <typename V>
+__attribute__((always_inline)) inline void in_register(V& v) {
+  asm("" : "+v"(v));
+}
+
 // ---- scores: NQ query heads x G groups of up to kLanes consecutive keys ----
 //
 // A group: n <= kLanes keys of one segment, element d of its key i at keys[d * stride +
@@ -188,7 +199,8 @@ LOOM_TARGET_AVX2 void scores_groups(const float* qt, int64_t hd, const KeyGroup<
     for (int g = 0; g < G; ++g) kv[g] = key_lanes8(groups[g].keys + d * stride, groups[g].n);
     if constexpr (kAhead) ahead.step(d, stride);
     for (int h = 0; h < NQ; ++h) {
-      const __m256 qb = _mm256_broadcast_ss(qt + d * NQ + h);
+      __m256 qb = _mm256_broadcast_ss(qt + d * NQ + h);
+      if constexpr (G > 1) in_register(qb);
       for (int g = 0; g < G; ++g) acc[h][g] = _mm256_fmadd_ps(qb, kv[g], acc[h][g]);
     }
   } while (++d < hd);
@@ -223,7 +235,11 @@ LOOM_TARGET_AVX2 void wsum_chunks(const float* p, int64_t pstride, const E* v, i
     const E* vi = v + i * hd + d0;
     if constexpr (kAhead) if (d0 == 0) prefetch_row_ahead(v, i, n, hd);
     __m256 vv[DC];
-    for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load_tail(vi, r) : load8(vi + 8 * c);
+    for (int c = 0; c < DC; ++c) {
+      __m256 x = TAIL ? load_tail(vi, r) : load8(vi + 8 * c);
+      if constexpr (NQ > 1) in_register(x);
+      vv[c] = x;
+    }
     for (int h = 0; h < NQ; ++h) {
       const __m256 pb = _mm256_broadcast_ss(p + h * pstride + i);
       for (int c = 0; c < DC; ++c) acc[h][c] = _mm256_fmadd_ps(pb, vv[c], acc[h][c]);
@@ -290,7 +306,8 @@ LOOM_TARGET_AVX512 void scores_groups_512(const float* qt, int64_t hd, const Key
     for (int g = 0; g < G; ++g) kv[g] = key_lanes16(k[g] + d * stride, m[g]);
     if constexpr (kAhead) ahead.step(d, stride);
     for (int h = 0; h < NQ; ++h) {
-      const __m512 qb = _mm512_set1_ps(qt[d * NQ + h]);
+      __m512 qb = _mm512_set1_ps(qt[d * NQ + h]);
+      if constexpr (G > 1) in_register(qb);
       for (int g = 0; g < G; ++g) acc[h][g] = _mm512_fmadd_ps(qb, kv[g], acc[h][g]);
     }
   } while (++d < hd);
@@ -326,7 +343,11 @@ LOOM_TARGET_AVX512 void wsum_chunks_512(const float* p, int64_t pstride, const E
     const E* vi = v + i * hd + d0;
     if constexpr (kAhead) if (d0 == 0) prefetch_row_ahead(v, i, n, hd);
     __m512 vv[DC];
-    for (int c = 0; c < DC; ++c) vv[c] = TAIL ? load16_tail(vi, m) : load16(vi + 16 * c);
+    for (int c = 0; c < DC; ++c) {
+      __m512 x = TAIL ? load16_tail(vi, m) : load16(vi + 16 * c);
+      if constexpr (NQ > 1) in_register(x);
+      vv[c] = x;
+    }
     for (int h = 0; h < NQ; ++h) {
       const __m512 pb = _mm512_set1_ps(p[h * pstride + i]);
       for (int c = 0; c < DC; ++c) acc[h][c] = _mm512_fmadd_ps(pb, vv[c], acc[h][c]);
