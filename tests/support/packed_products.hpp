@@ -65,7 +65,7 @@ inline void check_unpack_rows(const Tensor& w, const Tensor& p) {
   CHECK_THROWS_AS(kernels::embedding_row(p, rows, from_panels.data()), Error);
 }
 
-// `w` row-major, `p` its packed copy; products over 1, 2, 3, 5, 8 and 13 random tokens.
+// `w` row-major, `p` its packed copy; products over 1, 2, 3, 5, 8, 11, 13 and 16 random tokens.
 inline void check_packed_products(const Tensor& w, const Tensor& p, std::mt19937& rng) {
   const kernels::PackedProducts* products = kernels::packed_products(p.packing());
   REQUIRE(products != nullptr);
@@ -78,7 +78,7 @@ inline void check_packed_products(const Tensor& w, const Tensor& p, std::mt19937
   Tensor bias_t = Tensor::empty(Shape{rows}, DType::f32);
   std::memcpy(bias_t.mutable_raw_data(), bias.data(), bias.size() * 4);
   auto n_floats = [&](int64_t n) { return std::vector<float>(static_cast<size_t>(n * rows)); };
-  for (const int64_t n : {1, 2, 3, 5, 8, 13}) {
+  for (const int64_t n : {1, 2, 3, 5, 8, 11, 13, 16}) {
     INFO(w.describe() << ", " << n << " tokens");
     const std::vector<float> x = normal_floats(n * cols, rng);
     std::vector<float> row_major = n_floats(n), packed = n_floats(n);

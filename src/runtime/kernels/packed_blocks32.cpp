@@ -197,18 +197,111 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
 
 #define PQ_INLINE LOOM_TARGET_AVX512_VNNI __attribute__((always_inline)) inline
 
+// The most tokens a block's integer dots take at once (2 panels x 8: 16 registers).
+constexpr int kRegisterTokens = 8;
+
+// Block b (run s of group gi) of P panels against tokens [kFrom, kFrom + TS) of a
+// T-token tile starting at t0: the integer dots, then the scales into the tile's float
+// accumulators, in registers (acc[p % kAP][t % kAT]) or in L1 (acc_mem, [panel][token]
+// rows of 16, when kAccInMemory). The weight lines are requested ahead as for a tile of
+// kPrefetchT tokens (prefetch_step), or not at all (0: a wide tile's second half, whose
+// lines its first half brought in).
+template <class F, int P, int T, int TS, int kFrom, int kPrefetchT, bool kAccInMemory, int kAP, int kAT>
+PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* const (&act)[T], const Acts& a,
+                            int64_t t0, int64_t gi, int s, __m512 (&acc)[kAP][kAT], float* acc_mem) {
+  const int64_t b = gi * F::kRuns + s;
+  __m512i dot[P][TS];
+  [[maybe_unused]] __m512i zero[P];
+  if constexpr (F::kZeros >= 0) {
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      const __m128i z = _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel[p] + gi * kGroup<F> + F::kZeros));
+      zero[p] = _mm512_and_si512(_mm512_cvtepu8_epi32(z), _mm512_set1_epi32(0xF));
+    }
+  }
+  _Pragma("GCC unroll 8") for (int t = 0; t < TS; ++t) {
+    const int32_t sum = a.sums[(t0 + kFrom + t) * a.nb + b];
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      if constexpr (F::kZeros >= 0) {
+        dot[p][t] = _mm512_mullo_epi32(zero[p], _mm512_set1_epi32(-sum));
+      } else {
+        dot[p][t] = _mm512_set1_epi32(-F::kBias * sum);
+      }
+    }
+  }
+  _Pragma("GCC unroll 8") for (int j = 0; j < F::kVectors; ++j) {
+    __m512i wv[P], wh[P];
+    _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+      const uint8_t* at = panel[p] + gi * kGroup<F> + F::Layout::quants + s * kRunBytes<F> + j * 64;
+      if constexpr (kPrefetchT > 0) {
+        prefetch_step<kPrefetchT, kGroup<F>, F::kRuns * F::kVectors, F::kTileHint, F::Layout::quants>(
+            panel[p] + gi * kGroup<F>, at, s * F::kVectors + j);
+      }
+      wv[p] = _mm512_loadu_si512(at);
+      if constexpr (F::kNibbles) {
+        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        wh[p] = _mm512_and_si512(_mm512_srli_epi16(wv[p], 4), low4);
+        wv[p] = _mm512_and_si512(wv[p], low4);
+      }
+      if constexpr (F::kMasks >= 0) {  // the fifth bits: +16 where set
+        const __m512i sixteen = _mm512_set1_epi8(0x10);
+        uint64_t ml, mh;
+        std::memcpy(&ml, panel[p] + gi * kGroup<F> + F::Layout::mask_at(j, false), 8);
+        std::memcpy(&mh, panel[p] + gi * kGroup<F> + F::Layout::mask_at(j, true), 8);
+        wv[p] = _mm512_mask_add_epi8(wv[p], _cvtu64_mask64(ml), wv[p], sixteen);
+        wh[p] = _mm512_mask_add_epi8(wh[p], _cvtu64_mask64(mh), wh[p], sixteen);
+      }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < TS; ++t) {
+      int32_t four;
+      std::memcpy(&four, act[kFrom + t] + b * kActBlockBytes + 4 * j, 4);
+      const __m512i av = _mm512_set1_epi32(four);
+      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
+      if constexpr (F::kNibbles) {
+        std::memcpy(&four, act[kFrom + t] + b * kActBlockBytes + 16 + 4 * j, 4);
+        const __m512i ah = _mm512_set1_epi32(four);
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wh[p], ah);
+      }
+    }
+  }
+  _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel[p] + gi * kGroup<F> + F::Layout::scales)));
+    [[maybe_unused]] __m512 mw;
+    if constexpr (F::kMins >= 0) {
+      mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel[p] + gi * kGroup<F> + F::kMins)));
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < TS; ++t) {
+      const int tt = kFrom + t;  // the token's place in the tile
+      const __m512 da = _mm512_set1_ps(a.da[(t0 + tt) * a.nb + b]);
+      __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + tt) * 16) : acc[p % kAP][tt % kAT];
+      v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), _mm512_mul_ps(dw, da), v);
+      if constexpr (F::kMins >= 0) {
+        const auto sum = static_cast<float>(a.sums[(t0 + tt) * a.nb + b]);
+        v = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(mw, da), v);
+      }
+      if constexpr (kAccInMemory) {
+        _mm512_store_ps(acc_mem + (p * T + tt) * 16, v);
+      } else {
+        acc[p % kAP][tt % kAT] = v;
+      }
+    }
+  }
+}
+
 template <class F, int P, int T>
 PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
-  // Wide tiles (2 panels x 7 or 8 tokens) keep their float accumulators in memory (L1),
-  // read and written once a block, so the registers hold the block's integer dots and
-  // a batch of 8 is one token tile (see Tiles32). Stored and loaded unchanged: the same
-  // bits as in registers.
+  // Wide tiles (2 panels x 7 or more tokens) keep their float accumulators in memory
+  // (L1), read and written once a block, so the registers hold the block's integer dots
+  // and a batch of 8 is one token tile (see Tiles32). Stored and loaded unchanged: the
+  // same bits as in registers. Past kRegisterTokens a block runs as two halves of the
+  // tokens one after the other, the second reading the weight lines the first brought
+  // into L1 (see Tiles32).
   constexpr bool kAccInMemory = 2 * P * T > 24;
   alignas(64) float acc_mem[kAccInMemory ? P * T * 16 : 16];
   constexpr int kAP = kAccInMemory ? 1 : P, kAT = kAccInMemory ? 1 : T;  // acc[p % kAP][t % kAT]
   __m512 acc[kAP][kAT];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       if constexpr (kAccInMemory) {
         _mm512_store_ps(acc_mem + (p * T + t) * 16, _mm512_setzero_ps());
       } else {
@@ -219,86 +312,16 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
   const uint8_t* panel[P];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) panel[p] = panel_at(w, p0 + p * ps);
   const uint8_t* act[T];
-  _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) act[t] = a.quants_of(t0 + t, 0);
+  _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) act[t] = a.quants_of(t0 + t, 0);
   // The scales (and zero points) are loaded where they are used, once per run: held
   // across the run's dot products they would take registers the tile needs (q8_0's
   // 2 x 6 tile ran 10% slower so).
+  constexpr int kFirst = T > kRegisterTokens ? (T + 1) / 2 : T, kSecond = T - kFirst;
   for (int64_t gi = 0; gi < w.groups; ++gi) {
     for (int s = 0; s < F::kRuns; ++s) {
-      const int64_t b = gi * F::kRuns + s;
-      __m512i dot[P][T];
-      [[maybe_unused]] __m512i zero[P];
-      if constexpr (F::kZeros >= 0) {
-        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-          const __m128i z = _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel[p] + gi * kGroup<F> + F::kZeros));
-          zero[p] = _mm512_and_si512(_mm512_cvtepu8_epi32(z), _mm512_set1_epi32(0xF));
-        }
-      }
-      _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-        const int32_t sum = a.sums[(t0 + t) * a.nb + b];
-        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-          if constexpr (F::kZeros >= 0) {
-            dot[p][t] = _mm512_mullo_epi32(zero[p], _mm512_set1_epi32(-sum));
-          } else {
-            dot[p][t] = _mm512_set1_epi32(-F::kBias * sum);
-          }
-        }
-      }
-      _Pragma("GCC unroll 8") for (int j = 0; j < F::kVectors; ++j) {
-        __m512i wv[P], wh[P];
-        _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-          const uint8_t* at = panel[p] + gi * kGroup<F> + F::Layout::quants + s * kRunBytes<F> + j * 64;
-          prefetch_step<T, kGroup<F>, F::kRuns * F::kVectors, F::kTileHint, F::Layout::quants>(
-              panel[p] + gi * kGroup<F>, at, s * F::kVectors + j);
-          wv[p] = _mm512_loadu_si512(at);
-          if constexpr (F::kNibbles) {
-            const __m512i low4 = _mm512_set1_epi8(0x0F);
-            wh[p] = _mm512_and_si512(_mm512_srli_epi16(wv[p], 4), low4);
-            wv[p] = _mm512_and_si512(wv[p], low4);
-          }
-          if constexpr (F::kMasks >= 0) {  // the fifth bits: +16 where set
-            const __m512i sixteen = _mm512_set1_epi8(0x10);
-            uint64_t ml, mh;
-            std::memcpy(&ml, panel[p] + gi * kGroup<F> + F::Layout::mask_at(j, false), 8);
-            std::memcpy(&mh, panel[p] + gi * kGroup<F> + F::Layout::mask_at(j, true), 8);
-            wv[p] = _mm512_mask_add_epi8(wv[p], _cvtu64_mask64(ml), wv[p], sixteen);
-            wh[p] = _mm512_mask_add_epi8(wh[p], _cvtu64_mask64(mh), wh[p], sixteen);
-          }
-        }
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-          int32_t four;
-          std::memcpy(&four, act[t] + b * kActBlockBytes + 4 * j, 4);
-          const __m512i av = _mm512_set1_epi32(four);
-          _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wv[p], av);
-          if constexpr (F::kNibbles) {
-            std::memcpy(&four, act[t] + b * kActBlockBytes + 16 + 4 * j, 4);
-            const __m512i ah = _mm512_set1_epi32(four);
-            _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) dot[p][t] = _mm512_dpbusd_epi32(dot[p][t], wh[p], ah);
-          }
-        }
-      }
-      _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-        const __m512 dw = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel[p] + gi * kGroup<F> + F::Layout::scales)));
-        [[maybe_unused]] __m512 mw;
-        if constexpr (F::kMins >= 0) {
-          mw = _mm512_cvtph_ps(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel[p] + gi * kGroup<F> + F::kMins)));
-        }
-        _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
-          const __m512 da = _mm512_set1_ps(a.da[(t0 + t) * a.nb + b]);
-          __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[p % kAP][t % kAT];
-          v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), _mm512_mul_ps(dw, da), v);
-          if constexpr (F::kMins >= 0) {
-            const auto sum = static_cast<float>(a.sums[(t0 + t) * a.nb + b]);
-            v = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(mw, da), v);
-          }
-          if constexpr (kAccInMemory) {
-            _mm512_store_ps(acc_mem + (p * T + t) * 16, v);
-          } else {
-            acc[p % kAP][t % kAT] = v;
-          }
-        }
+      block_tokens<F, P, T, kFirst, 0, T, kAccInMemory, kAP, kAT>(panel, act, a, t0, gi, s, acc, acc_mem);
+      if constexpr (kSecond > 0) {
+        block_tokens<F, P, T, kSecond, kFirst, 0, kAccInMemory, kAP, kAT>(panel, act, a, t0, gi, s, acc, acc_mem);
       }
     }
   }
@@ -306,7 +329,7 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
     const int64_t row0 = (p0 + p * ps) * kPanelRows;
     const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - row0);
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
-    _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
       const __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[p % kAP][t % kAT];
       _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, v);
     }
@@ -336,8 +359,20 @@ struct Tiles32 {
   // `loom_ab_builds --batch 16 --repack auto`, decode small q8_0 1.027 / 1.022x, 1B q8_0
   // 1.015 / 1.011x (an A/A run reads 0.98-1.00); the nibble formats keep 6, whose 9
   // tokens would go as 8 + 1 (above).
-  static constexpr int kMaxTokens = 8;
-  static constexpr int max_tokens(int64_t n_tokens) { return n_tokens > (F::kNibbles ? 8 : 16) ? 6 : kMaxTokens; }
+  // Since 2026-12-05 a product of 9 to 12 tokens (a speculative round's 8 drafts + 1, a
+  // batch of up to 12) is one tile too, each block taken as two halves of the tokens
+  // (dot_tile): the weights come from memory once, their lines still in L1 for the
+  // second half, where two tiles read each L2 block from memory with half the tokens and
+  // again from L2 with the memory idle. The small shape's matrices from memory, 2
+  // threads, alternating in one process (a scratch timing, Zen 5): q8_0 B = 9 1.21-1.25x,
+  // 10 1.19-1.23x, 11 1.13x, 12 1.04-1.21x; q4_0 B = 9, 10 1.03-1.04x, 12 1.07x. Past
+  // 12 the halves' 7 or 8 tokens' activation rows crowd the general registers: B = 13
+  // 1.01x, 14 0.96x, 15 0.91x, 16 0.79-0.89x, so 13 to 16 tokens keep two tiles.
+  static constexpr int kMaxTokens = 12;
+  static constexpr int max_tokens(int64_t n_tokens) {
+    if (n_tokens <= kMaxTokens) return kMaxTokens;
+    return n_tokens > (F::kNibbles ? 8 : 16) ? 6 : kRegisterTokens;
+  }
   static constexpr int panels_for(int /*t*/) { return 2; }
   // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in
