@@ -200,15 +200,37 @@ void scalar_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int6
 // The most tokens a block's integer dots take at once (2 panels x 8: 16 registers).
 constexpr int kRegisterTokens = 8;
 
+// Where a tile of P panels x T tokens keeps its float accumulators: wide tiles (2 panels
+// x 7 or more tokens) in L1 (AccTile::mem, [panel][token] rows of 16), read and written
+// once a block, so the registers hold the block's integer dots; narrower ones in
+// registers (AccTile::regs). Stored and loaded unchanged: the same bits either way.
+template <int P, int T>
+struct AccTile {
+  static constexpr bool kInMemory = 2 * P * T > 24;
+  static constexpr int kP = kInMemory ? 1 : P, kT = kInMemory ? 1 : T;  // regs[p % kP][t % kT]
+  __m512 regs[kP][kT];
+  alignas(64) float mem[kInMemory ? P * T * 16 : 16];
+
+  PQ_INLINE __m512 get(int p, int t) const {
+    return kInMemory ? _mm512_load_ps(mem + (p * T + t) * 16) : regs[p % kP][t % kT];
+  }
+  PQ_INLINE void set(int p, int t, __m512 v) {
+    if constexpr (kInMemory) {
+      _mm512_store_ps(mem + (p * T + t) * 16, v);
+    } else {
+      regs[p % kP][t % kT] = v;
+    }
+  }
+};
+
 // Block b (run s of group gi) of P panels against tokens [kFrom, kFrom + TS) of a
 // T-token tile starting at t0: the integer dots, then the scales into the tile's float
-// accumulators, in registers (acc[p % kAP][t % kAT]) or in L1 (acc_mem, [panel][token]
-// rows of 16, when kAccInMemory). The weight lines are requested ahead as for a tile of
-// kPrefetchT tokens (prefetch_step), or not at all (0: a wide tile's second half, whose
-// lines its first half brought in).
-template <class F, int P, int T, int TS, int kFrom, int kPrefetchT, bool kAccInMemory, int kAP, int kAT>
+// accumulators. The weight lines are requested ahead as for a tile of kPrefetchT tokens
+// (prefetch_step), or not at all (0: a wide tile's second half, whose lines its first
+// half brought in).
+template <class F, int P, int T, int TS, int kFrom, int kPrefetchT>
 PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* const (&act)[T], const Acts& a,
-                            int64_t t0, int64_t gi, int s, __m512 (&acc)[kAP][kAT], float* acc_mem) {
+                            int64_t t0, int64_t gi, int s, AccTile<P, T>& acc) {
   const int64_t b = gi * F::kRuns + s;
   __m512i dot[P][TS];
   [[maybe_unused]] __m512i zero[P];
@@ -273,41 +295,25 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
     _Pragma("GCC unroll 8") for (int t = 0; t < TS; ++t) {
       const int tt = kFrom + t;  // the token's place in the tile
       const __m512 da = _mm512_set1_ps(a.da[(t0 + tt) * a.nb + b]);
-      __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + tt) * 16) : acc[p % kAP][tt % kAT];
+      __m512 v = acc.get(p, tt);
       v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[p][t]), _mm512_mul_ps(dw, da), v);
       if constexpr (F::kMins >= 0) {
         const auto sum = static_cast<float>(a.sums[(t0 + tt) * a.nb + b]);
         v = _mm512_fmadd_ps(_mm512_set1_ps(sum), _mm512_mul_ps(mw, da), v);
       }
-      if constexpr (kAccInMemory) {
-        _mm512_store_ps(acc_mem + (p * T + tt) * 16, v);
-      } else {
-        acc[p % kAP][tt % kAT] = v;
-      }
+      acc.set(p, tt, v);
     }
   }
 }
 
 template <class F, int P, int T>
 PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
-  // Wide tiles (2 panels x 7 or more tokens) keep their float accumulators in memory
-  // (L1), read and written once a block, so the registers hold the block's integer dots
-  // and a batch of 8 is one token tile (see Tiles32). Stored and loaded unchanged: the
-  // same bits as in registers. Past kRegisterTokens a block runs as two halves of the
-  // tokens one after the other, the second reading the weight lines the first brought
-  // into L1 (see Tiles32).
-  constexpr bool kAccInMemory = 2 * P * T > 24;
-  alignas(64) float acc_mem[kAccInMemory ? P * T * 16 : 16];
-  constexpr int kAP = kAccInMemory ? 1 : P, kAT = kAccInMemory ? 1 : T;  // acc[p % kAP][t % kAT]
-  __m512 acc[kAP][kAT];
+  // Past kRegisterTokens a block runs as two halves of the tokens one after the other,
+  // the second reading the weight lines the first brought into L1 (see Tiles32); the
+  // accumulators are then in L1 (AccTile), so a batch of 8 is one token tile.
+  AccTile<P, T> acc;
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
-    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-      if constexpr (kAccInMemory) {
-        _mm512_store_ps(acc_mem + (p * T + t) * 16, _mm512_setzero_ps());
-      } else {
-        acc[p % kAP][t % kAT] = _mm512_setzero_ps();
-      }
-    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) acc.set(p, t, _mm512_setzero_ps());
   }
   const uint8_t* panel[P];
   _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) panel[p] = panel_at(w, p0 + p * ps);
@@ -319,9 +325,9 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
   constexpr int kFirst = T > kRegisterTokens ? (T + 1) / 2 : T, kSecond = T - kFirst;
   for (int64_t gi = 0; gi < w.groups; ++gi) {
     for (int s = 0; s < F::kRuns; ++s) {
-      block_tokens<F, P, T, kFirst, 0, T, kAccInMemory, kAP, kAT>(panel, act, a, t0, gi, s, acc, acc_mem);
+      block_tokens<F, P, T, kFirst, 0, T>(panel, act, a, t0, gi, s, acc);
       if constexpr (kSecond > 0) {
-        block_tokens<F, P, T, kSecond, kFirst, 0, kAccInMemory, kAP, kAT>(panel, act, a, t0, gi, s, acc, acc_mem);
+        block_tokens<F, P, T, kSecond, kFirst, 0>(panel, act, a, t0, gi, s, acc);
       }
     }
   }
@@ -330,13 +336,12 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
     const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - row0);
     const __mmask16 keep = static_cast<__mmask16>((1u << valid) - 1u);
     _Pragma("GCC unroll 16") for (int t = 0; t < T; ++t) {
-      const __m512 v = kAccInMemory ? _mm512_load_ps(acc_mem + (p * T + t) * 16) : acc[p % kAP][t % kAT];
-      _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, v);
+      _mm512_mask_storeu_ps(y + (t0 + t) * ys + row0, keep, acc.get(p, t));
     }
   }
 }
 
-// F's tiles (vnni_panels, packed_panels.hpp): 2 panels x 1..8 tokens. Decode (1 token)
+// F's tiles (vnni_panels, packed_panels.hpp): 2 panels x 1..12 tokens. Decode (1 token)
 // reads two panels side by side, two weight streams per thread. On the Zen 4 machines of
 // 2026-12-03 (memory at 34-37 GB/s) one stream decoded faster than four; on the Zen 5
 // ones of 2026-12-04 (90 GB/s) two streams beat one, `loom_ab_builds --batch 1 --repack
