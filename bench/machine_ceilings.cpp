@@ -246,7 +246,7 @@ BandwidthProbe probe_read_bandwidth(int threads) {
   return probe;
 }
 
-double measure_read_variant_gbs(int threads, const std::string& variant, int passes) {
+double measure_read_variant_gbs(int threads, const std::string& variant, int passes, size_t window_bytes) {
   ThreadPool pool(threads);
   for (const char* memory : {"owned", "mapped"}) {
     for (const auto& pattern : kPatterns) {
@@ -254,6 +254,14 @@ double measure_read_variant_gbs(int threads, const std::string& variant, int pas
       size_t n = 0;
       const float* data = memory == std::string("owned") ? owned_probe_buffer(n) : mapped_probe_buffer(n);
       if (data == nullptr) return 0.0;
+      // A window: whole 4 KiB pages of floats (best_pass_gbs splits by 1024), and as many
+      // passes as read 512 MiB.
+      constexpr size_t kPage = 1024;
+      if (window_bytes > 0 && window_bytes / sizeof(float) < n) {
+        n = std::max(kPage, window_bytes / sizeof(float) / kPage * kPage);
+        const size_t enough = (size_t{512} << 20) / sizeof(float);
+        passes = std::max<int>(passes, static_cast<int>((enough + n - 1) / n));
+      }
       // Untimed passes first, until one is no more than 10% faster than the one before
       // (at most 8): in loom_tokens_per_second the first probe of the mapped file after a
       // two-thread row read 4-6 GB/s for several passes (the same call repeated right

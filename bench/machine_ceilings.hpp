@@ -33,8 +33,14 @@ double measure_read_bandwidth_gbs(int threads);
 // The best of `passes` passes of one variant (a name from BandwidthProbe::variants, e.g.
 // the best one of a full probe; 0 for an unknown name), after untimed passes until the
 // rate settles: a probe quick enough (about a second) to take beside each timed run, on
-// a machine whose bandwidth drifts from minute to minute.
-double measure_read_variant_gbs(int threads, const std::string& variant, int passes);
+// a machine whose bandwidth drifts from minute to minute. With `window_bytes` (0: the
+// whole buffer) the passes read only the buffer's first window_bytes, again and again, as
+// a decode step reads a model's weights: a working set not far past the last-level cache
+// keeps part of itself there between passes (on the Zen 5 kind, 2 threads: a 69 MB
+// window 80-86 GB/s, 130 MB 51-61, 2 GiB 45-51), and a kernel reading weights of that
+// size reaches that rate, not the rate over the whole buffer. Small windows take more
+// passes, at least 512 MiB read in all.
+double measure_read_variant_gbs(int threads, const std::string& variant, int passes, size_t window_bytes = 0);
 // GFLOP/s of independent fp32 FMA chains on `threads` threads (AVX-512 when present).
 double measure_fma_peak_gflops(int threads);
 // Giga int8 operations per second (a multiply and an add per pair of int8 products) on
