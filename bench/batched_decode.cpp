@@ -163,14 +163,7 @@ int main(int argc, char** argv) {
   const auto probe = loom::bench::probe_read_bandwidth(threads);
   double bandwidth = probe.best_gbs;
   // The owned pattern read over a window of each model's weight bytes (machine_ceilings.hpp).
-  std::string owned_best;
-  double owned_gbs = 0.0;
-  for (const auto& v : probe.variants) {
-    if (v.name.starts_with("owned ") && v.gbs > owned_gbs) {
-      owned_gbs = v.gbs;
-      owned_best = v.name;
-    }
-  }
+  const std::string owned_best = loom::bench::best_variant_over(probe, "owned");
   const double peak = loom::bench::measure_fma_peak_gflops(threads);
   const double int8_peak = loom::bench::measure_int8_dot_peak_gops(threads);
   std::printf("machine: %d thread(s): streaming read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s, int8 dot peak %.1f GOP/s\n",

@@ -280,6 +280,18 @@ double measure_read_variant_gbs(int threads, const std::string& variant, int pas
 
 double measure_read_bandwidth_gbs(int threads) { return probe_read_bandwidth(threads).best_gbs; }
 
+std::string best_variant_over(const BandwidthProbe& probe, const std::string& memory) {
+  std::string best;
+  double best_gbs = 0.0;
+  for (const auto& v : probe.variants) {
+    if (v.name.starts_with(memory + " ") && v.gbs > best_gbs) {
+      best_gbs = v.gbs;
+      best = v.name;
+    }
+  }
+  return best;
+}
+
 namespace {
 
 // The best of three runs of `loop(iterations)` on every thread of a pool, as giga

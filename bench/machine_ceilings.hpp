@@ -30,6 +30,9 @@ struct BandwidthProbe {
 BandwidthProbe probe_read_bandwidth(int threads);
 // probe_read_bandwidth(threads).best_gbs.
 double measure_read_bandwidth_gbs(int threads);
+// The name of the probe's best variant over one kind of memory ("owned" or "mapped"),
+// empty when it has none.
+std::string best_variant_over(const BandwidthProbe& probe, const std::string& memory);
 // The best of `passes` passes of one variant (a name from BandwidthProbe::variants, e.g.
 // the best one of a full probe; 0 for an unknown name), after untimed passes until the
 // rate settles: a probe quick enough (about a second) to take beside each timed run, on

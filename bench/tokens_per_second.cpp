@@ -90,13 +90,7 @@ int main(int argc, char** argv) {
     const auto probe = loom::bench::probe_read_bandwidth(t);
     bandwidth[t] = probe.best_gbs;
     best_variant[t] = probe.best;
-    double owned_best = 0.0;
-    for (const auto& v : probe.variants) {
-      if (v.name.starts_with("owned ") && v.gbs > owned_best) {
-        owned_best = v.gbs;
-        paired_variant[t] = v.name;
-      }
-    }
+    paired_variant[t] = loom::bench::best_variant_over(probe, "owned");
     peak[t] = loom::bench::measure_fma_peak_gflops(t);
     int8_peak[t] = loom::bench::measure_int8_dot_peak_gops(t);
     std::printf("machine: %d thread(s): streaming read %.1f GB/s (%s), fp32 FMA peak %.1f GFLOP/s, int8 dot peak %.1f GOP/s\n",
