@@ -223,12 +223,27 @@ struct AccTile {
   }
 };
 
+// Quant vector j of a run of kVectors that starts half a line in (address = 32 mod 64),
+// from the two aligned lines it straddles: the first line's upper half and the second's
+// lower half (VALIGNQ). The run's last vector reads only the lower half of its second
+// line, so nothing past the run is read; its first line's lower half is the bytes before
+// the run, inside the group (the scales, or the run before: every format's quants start
+// 32 bytes in or more).
+template <int kVectors>
+PQ_INLINE __m512i straddling_vector(const uint8_t* at, int j) {
+  const __m512i first = _mm512_load_si512(at - 32);
+  const __m512i second = j + 1 < kVectors ? _mm512_load_si512(at + 32)
+                                          : _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(at + 32)));
+  return _mm512_alignr_epi64(second, first, 4);
+}
+
 // Block b (run s of group gi) of P panels against tokens [kFrom, kFrom + TS) of a
 // T-token tile starting at t0: the integer dots, then the scales into the tile's float
 // accumulators. The weight lines are requested ahead as for a tile of kPrefetchT tokens
 // (prefetch_step), or not at all (0: a wide tile's second half, whose lines its first
-// half brought in).
-template <class F, int P, int T, int TS, int kFrom, int kPrefetchT>
+// half brought in). With kStraddling every panel's run starts half a line in, and its
+// vectors are put together from aligned lines (straddling_vector).
+template <class F, int P, int T, int TS, int kFrom, int kPrefetchT, bool kStraddling = false>
 PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* const (&act)[T], const Acts& a,
                             int64_t t0, int64_t gi, int s, AccTile<P, T>& acc) {
   const int64_t b = gi * F::kRuns + s;
@@ -258,7 +273,11 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
         prefetch_step<kPrefetchT, kGroup<F>, F::kRuns * F::kVectors, F::kTileHint, F::Layout::quants>(
             panel[p] + gi * kGroup<F>, at, s * F::kVectors + j);
       }
-      wv[p] = _mm512_loadu_si512(at);
+      if constexpr (kStraddling) {
+        wv[p] = straddling_vector<F::kVectors>(at, j);
+      } else {
+        wv[p] = _mm512_loadu_si512(at);
+      }
       if constexpr (F::kNibbles) {
         const __m512i low4 = _mm512_set1_epi8(0x0F);
         wh[p] = _mm512_and_si512(_mm512_srli_epi16(wv[p], 4), low4);
@@ -306,6 +325,29 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
   }
 }
 
+// Whether run s of group gi starts half a line in on every one of the P panels: the runs
+// of every other group of q8_0 and gq8_32 (544 bytes: 8.5 lines), gq8_64 (1056) and
+// gq8_128 (2080) do, where a plain load of each vector would touch two lines. Decode (T = 1)
+// of the byte formats then builds its vectors from aligned lines (straddling_vector):
+// `loom_ab_builds --batch 1 --repack auto --prompt 64 --steps 64 --rounds 16 --layouts 8`
+// against plain loads, decode b/a (geometric mean of the layouts), Zen 5: 1B q8_0 1.10,
+// 1.11, 1.15 (2 threads), 1.16 (1 thread); small q8_0, whose weights partly stay in L3,
+// 0.93-1.12 over seven runs (about 1.01 on average). Not taken: the same for tiles of
+// several tokens (small q8_0 --batch 8 decode 0.965x, prefill 0.88x; --batch 16 0.95x,
+// 0.84x), and for decode of the nibble formats, whose q4_0 (288-byte groups) and q5_0
+// (352) straddle too but spend more arithmetic per line: small q4_0 0.96x, q5_0 0.95x,
+// 1B q4_0 1.06x and 1.02x.
+template <class F, int P>
+PQ_INLINE bool run_straddles(const uint8_t* const (&panel)[P], int64_t gi, int s) {
+  static_assert(F::Layout::quants >= 32);
+  bool all = true;
+  _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
+    const uint8_t* run = panel[p] + gi * kGroup<F> + F::Layout::quants + s * kRunBytes<F>;
+    all = all && (reinterpret_cast<uintptr_t>(run) & 63) == 32;
+  }
+  return all;
+}
+
 template <class F, int P, int T>
 PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y, int64_t ys) {
   // Past kRegisterTokens a block runs as two halves of the tokens one after the other,
@@ -325,6 +367,12 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
   constexpr int kFirst = T > kRegisterTokens ? (T + 1) / 2 : T, kSecond = T - kFirst;
   for (int64_t gi = 0; gi < w.groups; ++gi) {
     for (int s = 0; s < F::kRuns; ++s) {
+      if constexpr (T == 1 && !F::kNibbles) {
+        if (run_straddles<F, P>(panel, gi, s)) {
+          block_tokens<F, P, T, kFirst, 0, T, true>(panel, act, a, t0, gi, s, acc);
+          continue;  // decode has no second half
+        }
+      }
       block_tokens<F, P, T, kFirst, 0, T>(panel, act, a, t0, gi, s, acc);
       if constexpr (kSecond > 0) {
         block_tokens<F, P, T, kSecond, kFirst, 0>(panel, act, a, t0, gi, s, acc);
