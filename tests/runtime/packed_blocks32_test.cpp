@@ -130,30 +130,10 @@ TEST_CASE("packed q8_0, q4_0, q4_1, q5_0, q5_1, gq8 and gq4: products match the 
 }
 
 TEST_CASE("packed 32-element runs: decode keeps its bits whether the runs start on a line or half a line in") {
-  // Decode builds the vectors of a run that starts 32 bytes past a line from the two
-  // aligned lines it straddles (packed_blocks32.cpp, straddling_vector); the panels are
-  // placed 0, 16, 32 and 48 bytes past a 64-byte boundary, so each group's runs meet that
-  // path, the plain loads, and panels that disagree, and every placement gives the scalar
-  // family's bits.
   std::mt19937 rng(11);
-  loom::ThreadPool two(2);
   for (const Case& c : kCases) {
     for (const int64_t cols : {c.block_cols * 5, int64_t{1024}}) {
-      const Tensor w = t::random_quantized(c.dtype, 75, cols, rng);
-      const Tensor p = loom::pack(w, c.packing);
-      const std::vector<float> x = t::normal_floats(cols, rng);
-      std::vector<float> reference(75);
-      loom::kernels::packed_products(c.packing)->run_scalar(p, x.data(), cols, 1, reference.data(), 75);
-      for (const uint64_t offset : {0, 16, 32, 48}) {
-        INFO(loom::packing_name(c.packing) << " x " << cols << ", panels " << offset << " bytes past a line");
-        auto storage = loom::Storage::allocate(static_cast<size_t>(p.nbytes()) + 64);
-        std::memcpy(storage->mutable_data() + offset, p.raw_data(),
-                    static_cast<size_t>(p.nbytes()));
-        const Tensor moved = Tensor::packed(storage, offset, w.shape(), c.dtype, c.packing);
-        std::vector<float> y(75);
-        loom::kernels::linear(moved, nullptr, x.data(), cols, 1, y.data(), 75, two);
-        CHECK(t::same_bits(y, reference));
-      }
+      t::check_decode_at_offsets(loom::pack(t::random_quantized(c.dtype, 75, cols, rng), c.packing), rng);
     }
   }
 }
