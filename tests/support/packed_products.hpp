@@ -132,27 +132,30 @@ inline void check_packed_products(const Tensor& w, const Tensor& p, std::mt19937
   }
 }
 
-// Decode (one token) of the packed `p` placed 0, 16, 32 and 48 bytes past a 64-byte
-// boundary gives the scalar family's bits each time, whatever alignment the allocator
-// gave: the byte formats' decode builds vectors that start half a line in from the two
-// aligned lines they straddle (straddling_vector, runtime/kernels/packed_blocks32.cpp),
-// so the placements take that path, plain loads, and panels that disagree.
-inline void check_decode_at_offsets(const Tensor& p, std::mt19937& rng) {
+// Products of 1, 3 and 4 tokens with the packed `p` placed 0, 16, 32 and 48 bytes past a
+// 64-byte boundary give the scalar family's bits each time, whatever alignment the
+// allocator gave: the byte formats' tiles of up to 4 tokens build vectors that start half
+// a line in from the two aligned lines they straddle (straddling_vector,
+// runtime/kernels/packed_blocks32.cpp), so the placements take that path, plain loads,
+// and panels that disagree.
+inline void check_small_tiles_at_offsets(const Tensor& p, std::mt19937& rng) {
   const kernels::PackedProducts* products = kernels::packed_products(p.packing());
   REQUIRE(products != nullptr);
   ThreadPool two(2);
   const int64_t rows = p.shape()[0], cols = p.shape()[1];
-  const std::vector<float> x = normal_floats(cols, rng);
-  std::vector<float> reference(static_cast<size_t>(rows));
-  products->run_scalar(p, x.data(), cols, 1, reference.data(), rows);
-  for (const uint64_t offset : {0, 16, 32, 48}) {
-    INFO(p.describe() << ", panels " << offset << " bytes past a line");
-    auto storage = Storage::allocate(static_cast<size_t>(p.nbytes()) + 64);
-    std::memcpy(storage->mutable_data() + offset, p.raw_data(), static_cast<size_t>(p.nbytes()));
-    const Tensor moved = Tensor::packed(storage, offset, p.shape(), p.dtype(), p.packing());
-    std::vector<float> y(static_cast<size_t>(rows));
-    kernels::linear(moved, nullptr, x.data(), cols, 1, y.data(), rows, two);
-    CHECK(same_bits(y, reference));
+  for (const int64_t n : {1, 3, 4}) {
+    const std::vector<float> x = normal_floats(n * cols, rng);
+    std::vector<float> reference(static_cast<size_t>(n * rows));
+    products->run_scalar(p, x.data(), cols, n, reference.data(), rows);
+    for (const uint64_t offset : {0, 16, 32, 48}) {
+      INFO(p.describe() << ", " << n << " tokens, panels " << offset << " bytes past a line");
+      auto storage = Storage::allocate(static_cast<size_t>(p.nbytes()) + 64);
+      std::memcpy(storage->mutable_data() + offset, p.raw_data(), static_cast<size_t>(p.nbytes()));
+      const Tensor moved = Tensor::packed(storage, offset, p.shape(), p.dtype(), p.packing());
+      std::vector<float> y(static_cast<size_t>(n * rows));
+      kernels::linear(moved, nullptr, x.data(), cols, n, y.data(), rows, two);
+      CHECK(same_bits(y, reference));
+    }
   }
 }
 

@@ -327,16 +327,20 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
 
 // Whether run s of group gi starts half a line in on every one of the P panels: the runs
 // of every other group of q8_0 and gq8_32 (544 bytes: 8.5 lines), gq8_64 (1056) and
-// gq8_128 (2080) do, where a plain load of each vector would touch two lines. Decode (T = 1)
-// of the byte formats then builds its vectors from aligned lines (straddling_vector):
-// `loom_ab_builds --batch 1 --repack auto --prompt 64 --steps 64 --rounds 16 --layouts 8`
-// against plain loads, decode b/a (geometric mean of the layouts), Zen 5: 1B q8_0 1.10,
-// 1.11, 1.15 (2 threads), 1.16 (1 thread); small q8_0, whose weights partly stay in L3,
-// 0.93-1.12 over seven runs (about 1.01 on average). Not taken: the same for tiles of
-// several tokens (small q8_0 --batch 8 decode 0.965x, prefill 0.88x; --batch 16 0.95x,
-// 0.84x), and for decode of the nibble formats, whose q4_0 (288-byte groups) and q5_0
-// (352) straddle too but spend more arithmetic per line: small q4_0 0.96x, q5_0 0.95x,
-// 1B q4_0 1.06x and 1.02x.
+// gq8_128 (2080) do, where a plain load of each vector would touch two lines. Tiles of
+// up to kStraddleTokens tokens of the byte formats then build their vectors from aligned
+// lines (straddling_vector): `loom_ab_builds --repack auto --prompt 64 --rounds 16
+// --layouts 8` against plain loads, decode b/a (geometric mean of the layouts), Zen 5:
+// --batch 1 1B q8_0 1.10, 1.11, 1.15, 1.08 (2 threads), 1.16 (1 thread), 1B gq8_128 pack
+// 1.15; small q8_0, whose weights partly stay in L3, 0.93-1.12 over seven runs (about
+// 1.01 on average). Tiles of 2 to 4 tokens too, against decode alone (12 rounds): 1B
+// q8_0 --batch 4 1.11, --batch 2 1.07; small q8_0 1.10 and 1.01. Wider tiles, which also
+// run prefill, lose there: up to 8 tokens, 1B q8_0 --batch 8 decode 1.07x but prefill
+// 0.80x; every tile, small q8_0 --batch 8 decode 0.965x, prefill 0.88x, --batch 16 0.95x,
+// 0.84x. Nor the nibble formats, whose q4_0 (288-byte groups) and q5_0 (352) straddle
+// too but spend more arithmetic per line: decode small q4_0 0.96x, q5_0 0.95x, 1B q4_0
+// 1.06x and 1.02x.
+constexpr int kStraddleTokens = 4;
 template <class F, int P>
 PQ_INLINE bool run_straddles(const uint8_t* const (&panel)[P], int64_t gi, int s) {
   static_assert(F::Layout::quants >= 32);
@@ -367,10 +371,10 @@ PQ_INLINE void dot_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a,
   constexpr int kFirst = T > kRegisterTokens ? (T + 1) / 2 : T, kSecond = T - kFirst;
   for (int64_t gi = 0; gi < w.groups; ++gi) {
     for (int s = 0; s < F::kRuns; ++s) {
-      if constexpr (T == 1 && !F::kNibbles) {
+      if constexpr (T <= kStraddleTokens && !F::kNibbles) {
         if (run_straddles<F, P>(panel, gi, s)) {
           block_tokens<F, P, T, kFirst, 0, T, true>(panel, act, a, t0, gi, s, acc);
-          continue;  // decode has no second half
+          continue;  // tiles of at most kStraddleTokens have no second half
         }
       }
       block_tokens<F, P, T, kFirst, 0, T>(panel, act, a, t0, gi, s, acc);
