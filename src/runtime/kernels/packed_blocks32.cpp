@@ -232,8 +232,8 @@ struct AccTile {
 template <int kVectors>
 PQ_INLINE __m512i straddling_vector(const uint8_t* at, int j) {
   const __m512i first = _mm512_load_si512(at - 32);
-  const __m512i second = j + 1 < kVectors ? _mm512_load_si512(at + 32)
-                                          : _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(at + 32)));
+  const auto* next = reinterpret_cast<const __m256i*>(at + 32);
+  const __m512i second = j + 1 < kVectors ? _mm512_load_si512(next) : _mm512_castsi256_si512(_mm256_load_si256(next));
   return _mm512_alignr_epi64(second, first, 4);
 }
 
