@@ -331,7 +331,7 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
 // up to kStraddleTokens tokens of the byte formats then build their vectors from aligned
 // lines (straddling_vector): `loom_ab_builds --repack auto --prompt 64 --rounds 16
 // --layouts 8` against plain loads, decode b/a (geometric mean of the layouts), Zen 5:
-// --batch 1 1B q8_0 1.10, 1.11, 1.15, 1.08 (2 threads), 1.16 (1 thread), 1B gq8_128 pack
+// --batch 1 1B q8_0 1.10, 1.10, 1.15, 1.08 (2 threads), 1.16 (1 thread), 1B gq8_128 pack
 // 1.15; small q8_0, whose weights partly stay in L3, 0.93-1.12 over seven runs (about
 // 1.01 on average). Tiles of 2 to 4 tokens too, against decode alone (12 rounds): 1B
 // q8_0 --batch 4 1.11, --batch 2 1.07; small q8_0 1.10 and 1.01. Wider tiles, which also
