@@ -325,6 +325,9 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
   }
 }
 
+// The widest tile that joins straddling vectors (run_straddles, below).
+constexpr int kStraddleTokens = 4;
+
 // Whether run s of group gi starts half a line in on every one of the P panels: the runs
 // of every other group of q8_0 and gq8_32 (544 bytes: 8.5 lines), gq8_64 (1056) and
 // gq8_128 (2080) do, where a plain load of each vector would touch two lines. Tiles of
@@ -340,7 +343,6 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
 // 0.84x. Nor the nibble formats, whose q4_0 (288-byte groups) and q5_0 (352) straddle
 // too but spend more arithmetic per line: decode small q4_0 0.96x, q5_0 0.95x, 1B q4_0
 // 1.06x and 1.02x.
-constexpr int kStraddleTokens = 4;
 template <class F, int P>
 PQ_INLINE bool run_straddles(const uint8_t* const (&panel)[P], int64_t gi, int s) {
   static_assert(F::Layout::quants >= 32);
