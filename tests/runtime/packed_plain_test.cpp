@@ -98,14 +98,16 @@ TEST_CASE("packed f32, f16, bf16: each output is one fma chain over k from +0, a
     // thread's AVX-512 decode takes them four at a time, panel i of each quarter: the
     // partial panel among them); nine panels (two rounds of four, then one alone); panels
     // of 4128 columns (f16 and bf16 516 KiB, f32 1 MiB: AVX-512 takes them by runs of
-    // columns, the last run partial, each tile resuming its sums from the output).
+    // columns, the last run partial, each tile resuming its sums from the output); seven
+    // panels (AVX-512 takes 1 to 3 tokens two to four panels at a time, and a share's last
+    // panels as fewer streams or alone).
     for (const auto& [rows, cols] :
-         {std::pair<int64_t, int64_t>{70, 48}, {472, 32}, {576, 32}, {70, 4128}}) {
+         {std::pair<int64_t, int64_t>{70, 48}, {472, 32}, {576, 32}, {70, 4128}, {430, 96}}) {
       const Tensor w = random_plain(c.dtype, rows, cols, rng);
       const Tensor p = loom::pack(w, c.packing);
       std::vector<float> wf(static_cast<size_t>(rows * cols));
       loom::convert(c.dtype, w.raw_data(), DType::f32, wf.data(), wf.size());
-      for (const int64_t n : {1, 2, 3, 4, 7, 13}) {
+      for (const int64_t n : {1, 2, 3, 4, 5, 6, 7, 13}) {
         INFO(loom::dtype_name(c.dtype) << " " << rows << " x " << cols << ", " << n << " tokens");
         const std::vector<float> x = t::normal_floats(n * cols, rng);
         // Sentinels after each token's outputs: the padded panel rows must not be written.

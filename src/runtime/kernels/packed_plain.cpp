@@ -119,9 +119,10 @@ struct Ahead {
 // y[t * ys + r] for its `valid` rows; with `resume` the sums so far are read back from y
 // (stored exactly, so each output is still one fma chain over k). The four weight
 // vectors of a column are loaded (and widened) once for the T tokens, each x[t, k]
-// broadcast once for the four. Decode (T = 1) comes here only for the panels left over
-// after decode4 (below) took them four at a time; T = 1 runs four independent FMA chains,
-// no software prefetch (one sequential stream, which the hardware prefetchers follow).
+// broadcast once for the four. Up to 3 tokens come here only for a share's last panel,
+// after streams() (below) took the others several at a time; T = 1 runs four independent
+// FMA chains, no software prefetch (one sequential stream, which the hardware prefetchers
+// follow).
 template <class E, int T>
 LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const float* x, int64_t xs, float* y,
                              int64_t ys, int64_t valid, Ahead ahead, bool resume) {
@@ -191,32 +192,83 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
   }
 }
 
-// AVX-512 decode over four distant panels at once (panel i of each quarter of a range):
-// four streams, each prefetched 1 KiB ahead into L1 (every line of the column; 256
-// bytes and 2 KiB measured slower), sixteen FMA chains. One panel stream left a thread
-// short of the bus (docs/runtime.md, "Plain-dtype panels"); each output is still one
-// fma chain over k from +0, so the bits are tile<E, 1>'s.
-template <class E>
-LOOM_TARGET_AVX512 void decode4(const typename E::T* const* panels, int64_t cols, const float* x, float* const* y,
-                                const int64_t* valid) {
-  __m512 acc[4][kVectors];
-  _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
-    _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) acc[j][c] = _mm512_setzero_ps();
+// AVX-512 products of 1 to 3 tokens (decode, small batches, speculative rounds) over N
+// distant panels at once (panel i of each N-th of a range): N weight streams, each
+// column prefetched 1 KiB ahead into L1 (every line of it; 256 bytes and 2 KiB measured
+// slower), N x 4 x U FMA chains (U tokens). One panel stream left a thread short of the
+// bus (docs/runtime.md, "Plain-dtype panels"), with one token or several. Each output is
+// still one fma chain over k from +0, so the bits are tile<E, U>'s.
+template <class E, int N, int U>
+LOOM_TARGET_AVX512 void streams(const typename E::T* const* panels, int64_t cols, const float* x, int64_t xs,
+                                float* const* y, int64_t ys, const int64_t* valid) {
+  static_assert(N * kVectors * U <= 24, "accumulators, 4 weight vectors and U broadcasts in 32 zmm");
+  __m512 acc[N][U][kVectors];
+  _Pragma("GCC unroll 8") for (int j = 0; j < N; ++j) {
+    _Pragma("GCC unroll 8") for (int u = 0; u < U; ++u) {
+      _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) acc[j][u][c] = _mm512_setzero_ps();
+    }
   }
   for (int64_t k = 0; k < cols; ++k) {
-    const __m512 xb = _mm512_set1_ps(x[k]);
-    _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
+    __m512 xb[U];
+    _Pragma("GCC unroll 8") for (int u = 0; u < U; ++u) xb[u] = _mm512_set1_ps(x[u * xs + k]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < N; ++j) {
       const typename E::T* column = panels[j] + k * kPanelRows;
       prefetch_column<E, 1024>(column);
       _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
-        acc[j][c] = _mm512_fmadd_ps(E::load(column + 16 * c), xb, acc[j][c]);
+        const __m512 wv = E::load(column + 16 * c);
+        _Pragma("GCC unroll 8") for (int u = 0; u < U; ++u) acc[j][u][c] = _mm512_fmadd_ps(wv, xb[u], acc[j][u][c]);
       }
     }
   }
-  _Pragma("GCC unroll 8") for (int j = 0; j < 4; ++j) {
-    _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
-      _mm512_mask_storeu_ps(y[j] + 16 * c, valid_lanes(valid[j], c), acc[j][c]);
+  _Pragma("GCC unroll 8") for (int j = 0; j < N; ++j) {
+    _Pragma("GCC unroll 8") for (int u = 0; u < U; ++u) {
+      _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) {
+        _mm512_mask_storeu_ps(y[j] + u * ys + 16 * c, valid_lanes(valid[j], c), acc[j][u][c]);
+      }
     }
+  }
+}
+
+// How many panels streams() takes at once for a product of T tokens (as many as the
+// accumulators allow: N x 4 x U <= 24), and the grain of run()'s split. Measured with a
+// scratch probe (a 128 MiB f16 product from memory, 2 threads, in turn with one panel at a
+// time, 2026-12-05): at 2 and 3 tokens one stream read 25-32 GB/s, two 41-45, three
+// 46-59; decode's four read 50-68. From 4 tokens on, two or three streams (the tokens in
+// groups, a run of columns at a time, the later groups from L1) measured 0.82-1.31x one
+// panel at a time in the probe and 0.93x on the 1B f16 model at 4 tokens: not taken.
+// Decode's share of the panels is a multiple of four; 2 and 3 tokens take even shares,
+// and a share's last panels, fewer than N but at least two, go as that many streams.
+struct StreamPlan {
+  int streams = 0;  // N; 0: the product runs as token tiles (native_panels)
+  int grain = 1;
+};
+constexpr std::array<StreamPlan, 4> kStreamPlans{
+    StreamPlan{},  // no tokens
+    {4, 4},        // 1 token (decode): 4 panels x 1
+    {3, 1},        // 2 tokens: 3 panels x 2
+    {2, 1},        // 3 tokens: 2 panels x 3
+};
+
+using StreamFn = void (*)(const void* const*, int64_t, const float*, int64_t, float* const*, int64_t, const int64_t*);
+
+template <class E, int N, int U>
+void streams_erased(const void* const* panels, int64_t cols, const float* x, int64_t xs, float* const* y, int64_t ys,
+                    const int64_t* valid) {
+  streams<E, N, U>(reinterpret_cast<const typename E::T* const*>(panels), cols, x, xs, y, ys, valid);
+}
+
+// The streams() instance for N panels and U tokens: every plan's N, and the fewer that
+// end a share.
+template <class E>
+StreamFn stream_fn(int n, int64_t u) {
+  switch (n * 8 + static_cast<int>(u)) {
+    case 4 * 8 + 1: return streams_erased<E, 4, 1>;
+    case 3 * 8 + 1: return streams_erased<E, 3, 1>;
+    case 2 * 8 + 1: return streams_erased<E, 2, 1>;
+    case 3 * 8 + 2: return streams_erased<E, 3, 2>;
+    case 2 * 8 + 2: return streams_erased<E, 2, 2>;
+    case 2 * 8 + 3: return streams_erased<E, 2, 3>;
+    default: return nullptr;
   }
 }
 
@@ -259,9 +311,39 @@ constexpr std::array<TileFn, sizeof...(I)> avx2_tiles_of(std::integer_sequence<i
   return {&avx2_panel<E, I + 1>...};
 }
 
-// Whether a product of n_tokens runs as decode4 on this machine (AVX-512 decode): its
-// panels are then taken four at a time, and run() hands them out in groups of four.
-bool decodes_in_fours(int64_t n_tokens) noexcept { return n_tokens == 1 && active_isa() >= Isa::avx512; }
+// How a product of n_tokens goes through streams() on this machine (AVX-512, 1 to 3
+// tokens; streams == 0: it does not).
+StreamPlan stream_plan(int64_t n_tokens) noexcept {
+  if (n_tokens < 1 || n_tokens >= static_cast<int64_t>(kStreamPlans.size()) || active_isa() < Isa::avx512) return {};
+  return kStreamPlans[static_cast<size_t>(n_tokens)];
+}
+
+// Panels [p0, p1) through streams(), N at once (panel i of each N-th); the last panels,
+// fewer than N but at least two, as that many streams. Returns the first panel left (at
+// most one), which the token tiles take.
+template <class E>
+int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
+                        float* y, int64_t ys) {
+  for (int n = stream_plan(n_tokens).streams; n >= 2 && p1 - p0 >= 2;
+       n = static_cast<int>(std::min<int64_t>(n - 1, p1 - p0))) {
+    const StreamFn fn = stream_fn<E>(n, n_tokens);
+    const int64_t part = (p1 - p0) / n;
+    for (int64_t i = 0; i < part; ++i) {
+      const void* panels[4];
+      float* outs[4];
+      int64_t valid[4];
+      for (int j = 0; j < n; ++j) {
+        const int64_t p = p0 + i + j * part;
+        panels[j] = w.data + p * w.stride;
+        outs[j] = y + p * kPanelRows;
+        valid[j] = w.valid_rows(p);
+      }
+      fn(panels, w.cols, x, xs, outs, ys, valid);
+    }
+    p0 += n * part;
+  }
+  return p0;
+}
 
 // Panels [p0, p1) against every token: each panel meets the token tiles (balanced widths
 // of at most kMaxTokens) one after another, the first reading it from memory, the others
@@ -270,8 +352,8 @@ bool decodes_in_fours(int64_t n_tokens) noexcept { return n_tokens == 1 && activ
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
 // pull each panel themselves (tile_avx2). Two AVX-512 tiles over a panel of more than
-// kWholePanelBytes meet it a run of columns at a time instead. AVX-512 decode takes the
-// range four panels at a time (decode4), the remainder one by one.
+// kWholePanelBytes meet it a run of columns at a time instead. On AVX-512 products of up
+// to 3 tokens take the range several panels at a time (streamed_panels), a last one alone.
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
@@ -279,22 +361,7 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   static constexpr auto kAvx2 = avx2_tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
   const bool avx512 = active_isa() >= Isa::avx512;
   const auto& kTiles = avx512 ? kAvx512 : kAvx2;
-  if (decodes_in_fours(n_tokens)) {
-    const int64_t part = (p1 - p0) / 4;
-    for (int64_t i = 0; i < part; ++i) {
-      const typename E::T* panels[4];
-      float* outs[4];
-      int64_t valid[4];
-      for (int j = 0; j < 4; ++j) {
-        const int64_t p = p0 + i + j * part;
-        panels[j] = w.data + p * w.stride;
-        outs[j] = y + p * kPanelRows;
-        valid[j] = w.valid_rows(p);
-      }
-      decode4<E>(panels, w.cols, x, outs, valid);
-    }
-    p0 += 4 * part;
-  }
+  if (stream_plan(n_tokens).streams > 0) p0 = streamed_panels(w, p0, p1, x, xs, n_tokens, y, ys);
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
   // Two tiles over a panel wider than kWholePanelBytes: by runs of columns, each tile
   // resuming its sums from y, so the second reads the run from L1/L2 (a whole 1 MiB panel
@@ -356,15 +423,16 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   if (n_tokens <= 0) return;
   const Panels<E> panels = panels_of<E>(w);
   const bool native = packed_plain_native();
-  // AVX-512 decode splits the panels in groups of four, so a thread's share feeds decode4
-  // (when decode took chunks of one or two panels from a counter, a 1024-row matrix at two
-  // threads never reached it). The AVX2 and scalar levels read one panel at a time and
+  // AVX-512 decode splits the panels in groups of four, so a thread's share feeds
+  // streams<E, 4, 1> (when decode took chunks of one or two panels from a counter, a
+  // 1024-row matrix at two threads never reached it); 2 and 3 tokens take even shares
+  // (streamed_panels ends a share with fewer streams). The AVX2 and scalar levels read one panel at a time and
   // split by single panels: in groups of four a 256-row matrix went to one thread of two
   // (small shape, LOOM_ISA=avx2, two threads, loom_ab_builds: grain one over four, f32
   // 1.026x and 1.028x, f16 1.038x and 1.077x). On AVX-512, groups only where every thread
   // gets one measured the same as groups everywhere (f16 1.028x / 0.999x, f32 0.985x /
   // 0.963x), so that stays simple.
-  const int64_t grain = native && decodes_in_fours(n_tokens) ? 4 : 1;
+  const int64_t grain = native ? stream_plan(n_tokens).grain : 1;
   split_rows(pool, panels.panels, grain, [&](int64_t p0, int64_t p1) {
     if (native) {
       native_panels(panels, p0, p1, x, x_stride, n_tokens, y, y_stride);
