@@ -432,7 +432,13 @@ struct Tiles32 {
     if (n_tokens <= kMaxTokens) return kMaxTokens;
     return n_tokens > (F::kNibbles ? 8 : 16) ? 6 : kRegisterTokens;
   }
-  static constexpr int panels_for(int /*t*/) { return 2; }
+  // Two tokens read four panels side by side (four weight streams a thread), the other
+  // tiles two: `loom_ab_builds --repack auto --batch 2 --prompt 32 --rounds 8 --layouts
+  // 4 --threads 2` against two (Zen 5, 2026-12-05), decode b/a (geometric mean / median):
+  // small q8_0 1.090 / 1.110, 1.064 / 1.069, 1.046 / 1.048; 1B q8_0 1.084 / 1.070; small
+  // q4_0 1.025 / 1.039. Three tokens on four panels read 0.991 / 0.980 (small q8_0), and
+  // q4_k's two-token tile on four panels 0.89-0.92x (packed_kquants.cpp keeps two).
+  static constexpr int panels_for(int t) { return t == 2 ? 4 : 2; }
   // Two tiles as 6 + the rest (for_each_panel_tile) for the nibble formats: products of
   // the small shape's matrices from memory, 2 threads, alternating with balanced tiles in
   // one process (Zen 4, 2026-12-03), B = 8: q4_0 1.01-1.09x (five runs), q4_1 1.06-1.09x,
