@@ -143,18 +143,23 @@ inline void check_small_tiles_at_offsets(const Tensor& p, std::mt19937& rng) {
   REQUIRE(products != nullptr);
   ThreadPool two(2);
   const int64_t rows = p.shape()[0], cols = p.shape()[1];
-  for (const int64_t n : {1, 2, 3, 4}) {
-    const std::vector<float> x = normal_floats(n * cols, rng);
-    std::vector<float> reference(static_cast<size_t>(n * rows));
-    products->run_scalar(p, x.data(), cols, n, reference.data(), rows);
-    for (const uint64_t offset : {0, 16, 32, 48}) {
+  constexpr int64_t kMaxTokens = 4;
+  // Token n's activations and the scalar family's outputs, computed once for every placement.
+  std::vector<std::vector<float>> xs, references;
+  for (int64_t n = 1; n <= kMaxTokens; ++n) {
+    xs.push_back(normal_floats(n * cols, rng));
+    references.emplace_back(static_cast<size_t>(n * rows));
+    products->run_scalar(p, xs.back().data(), cols, n, references.back().data(), rows);
+  }
+  for (const uint64_t offset : {0, 16, 32, 48}) {
+    auto storage = Storage::allocate(static_cast<size_t>(p.nbytes()) + 64);  // 64-byte aligned
+    std::memcpy(storage->mutable_data() + offset, p.raw_data(), static_cast<size_t>(p.nbytes()));
+    const Tensor moved = Tensor::packed(storage, offset, p.shape(), p.dtype(), p.packing());
+    for (int64_t n = 1; n <= kMaxTokens; ++n) {
       INFO(p.describe() << ", " << n << " tokens, panels " << offset << " bytes past a line");
-      auto storage = Storage::allocate(static_cast<size_t>(p.nbytes()) + 64);
-      std::memcpy(storage->mutable_data() + offset, p.raw_data(), static_cast<size_t>(p.nbytes()));
-      const Tensor moved = Tensor::packed(storage, offset, p.shape(), p.dtype(), p.packing());
       std::vector<float> y(static_cast<size_t>(n * rows));
-      kernels::linear(moved, nullptr, x.data(), cols, n, y.data(), rows, two);
-      CHECK(same_bits(y, reference));
+      kernels::linear(moved, nullptr, xs[static_cast<size_t>(n - 1)].data(), cols, n, y.data(), rows, two);
+      CHECK(same_bits(y, references[static_cast<size_t>(n - 1)]));
     }
   }
 }

@@ -258,9 +258,9 @@ void streams_erased(const void* const* panels, int64_t cols, const float* x, int
 }
 
 // The streams() instance for N panels and U tokens: every plan's N, and the fewer that
-// end a share.
+// end a share (checked below), or nullptr.
 template <class E>
-StreamFn stream_fn(int n, int64_t u) {
+constexpr StreamFn stream_fn(int n, int64_t u) {
   switch (n * 8 + static_cast<int>(u)) {
     case 4 * 8 + 1: return streams_erased<E, 4, 1>;
     case 3 * 8 + 1: return streams_erased<E, 3, 1>;
@@ -271,6 +271,16 @@ StreamFn stream_fn(int n, int64_t u) {
     default: return nullptr;
   }
 }
+// Every plan reaches only instances stream_fn has (streamed_panels calls what it returns).
+constexpr bool every_plan_has_its_streams() {
+  for (size_t t = 1; t < kStreamPlans.size(); ++t) {
+    for (int n = kStreamPlans[t].streams; n >= 2; --n) {
+      if (stream_fn<F32>(n, static_cast<int64_t>(t)) == nullptr) return false;
+    }
+  }
+  return true;
+}
+static_assert(every_plan_has_its_streams());
 
 using TileFn = void (*)(const void*, int64_t, const float*, int64_t, float*, int64_t, int64_t, Ahead, bool);
 
