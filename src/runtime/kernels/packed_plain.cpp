@@ -257,30 +257,44 @@ void streams_erased(const void* const* panels, int64_t cols, const float* x, int
   streams<E, N, U>(reinterpret_cast<const typename E::T* const*>(panels), cols, x, xs, y, ys, valid);
 }
 
-// The streams() instance for N panels and U tokens: every plan's N, and the fewer that
-// end a share (checked below), or nullptr.
-template <class E>
-constexpr StreamFn stream_fn(int n, int64_t u) {
-  switch (n * 8 + static_cast<int>(u)) {
-    case 4 * 8 + 1: return streams_erased<E, 4, 1>;
-    case 3 * 8 + 1: return streams_erased<E, 3, 1>;
-    case 2 * 8 + 1: return streams_erased<E, 2, 1>;
-    case 3 * 8 + 2: return streams_erased<E, 3, 2>;
-    case 2 * 8 + 2: return streams_erased<E, 2, 2>;
-    case 2 * 8 + 3: return streams_erased<E, 2, 3>;
-    default: return nullptr;
+// The (N, U) pairs streams() is built for: every plan's N, and the fewer that end a share.
+struct StreamShape {
+  int n;
+  int u;
+};
+constexpr std::array<StreamShape, 6> kStreamShapes{{{4, 1}, {3, 1}, {2, 1}, {3, 2}, {2, 2}, {2, 3}}};
+
+// The index of (n, u) in kStreamShapes, or -1.
+constexpr int stream_shape_index(int n, int64_t u) {
+  for (size_t i = 0; i < kStreamShapes.size(); ++i) {
+    if (kStreamShapes[i].n == n && kStreamShapes[i].u == u) return static_cast<int>(i);
   }
+  return -1;
 }
-// Every plan reaches only instances stream_fn has (streamed_panels calls what it returns).
+// Every plan reaches only shapes that are built (streamed_panels calls what stream_fn
+// returns).
 constexpr bool every_plan_has_its_streams() {
   for (size_t t = 1; t < kStreamPlans.size(); ++t) {
     for (int n = kStreamPlans[t].streams; n >= 2; --n) {
-      if (stream_fn<F32>(n, static_cast<int64_t>(t)) == nullptr) return false;
+      if (stream_shape_index(n, static_cast<int64_t>(t)) < 0) return false;
     }
   }
   return true;
 }
 static_assert(every_plan_has_its_streams());
+
+template <class E, size_t... I>
+constexpr std::array<StreamFn, sizeof...(I)> stream_fns_of(std::index_sequence<I...>) {
+  return {&streams_erased<E, kStreamShapes[I].n, kStreamShapes[I].u>...};
+}
+
+// The streams() instance for n panels and u tokens (a shape every_plan_has_its_streams
+// vouches for).
+template <class E>
+StreamFn stream_fn(int n, int64_t u) {
+  static constexpr auto kFns = stream_fns_of<E>(std::make_index_sequence<kStreamShapes.size()>{});
+  return kFns[static_cast<size_t>(stream_shape_index(n, u))];
+}
 
 using TileFn = void (*)(const void*, int64_t, const float*, int64_t, float*, int64_t, int64_t, Ahead, bool);
 
