@@ -21,13 +21,13 @@ constexpr int kVectors = 4;                  // 16-lane vectors per column of a 
 template <class E>
 constexpr int64_t kColumnBytes = kPanelRows * static_cast<int64_t>(sizeof(typename E::T));
 
-// Prefetches into L1 every line of the panel column kBytes past `column` (a prefetch never
-// faults, so the last columns' may point past the panel).
-template <class E, int64_t kBytes>
+// Prefetches every line of the panel column kBytes past `column` into L1 (or, with
+// _MM_HINT_T1, L2); a prefetch never faults, so the last columns' may point past the panel.
+template <class E, int64_t kBytes, decltype(_MM_HINT_T0) kHint = _MM_HINT_T0>
 [[gnu::always_inline]] inline void prefetch_column(const typename E::T* column) {
   const char* ahead = reinterpret_cast<const char*>(column) + kBytes;
   _Pragma("GCC unroll 4") for (int64_t line = 0; line < kColumnBytes<E>; line += 64) {
-    _mm_prefetch(ahead + line, _MM_HINT_T0);
+    _mm_prefetch(ahead + line, kHint);
   }
 }
 
@@ -48,6 +48,12 @@ constexpr int kMaxTokens = 6;
 constexpr int64_t kWholePanelBytes = 512 * 1024;
 constexpr int64_t kRunBytes = 32 * 1024;
 constexpr int64_t kPullBytes = 8 * 1024;
+// The first tile over a panel in a product of 4 to 12 tokens (native_panels; streams()
+// stops at 3) reads the one weight stream from memory, where only a second tile, if any,
+// prefetches for it (the next panel, a line a column); with 2-byte elements it also
+// prefetches its own columns kOwnAheadBytes ahead into L2 (docs/runtime.md, "Four to
+// twelve tokens"). f32 measured no gain and does not.
+constexpr int64_t kOwnAheadBytes = 16 * 1024;
 
 // Each dtype's element: its packing, a scalar widening, a 16-lane (AVX-512) and an 8-lane
 // (AVX2) one.
@@ -55,6 +61,7 @@ struct F32 {
   using T = float;
   static constexpr Packing packing = Packing::f32_x64;
   static constexpr DType dtype = DType::f32;
+  static constexpr bool own_prefetch = false;  // see kOwnAheadBytes
   static float scalar(T v) noexcept { return v; }
   LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept { return _mm512_loadu_ps(p); }
   LOOM_TARGET_AVX2 static __m256 load8(const T* p) noexcept { return _mm256_loadu_ps(p); }
@@ -63,6 +70,7 @@ struct F16 {
   using T = uint16_t;
   static constexpr Packing packing = Packing::f16_x64;
   static constexpr DType dtype = DType::f16;
+  static constexpr bool own_prefetch = true;
   static float scalar(T v) noexcept { return f16_to_f32_scalar(v); }
   LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -75,6 +83,7 @@ struct Bf16 {
   using T = uint16_t;
   static constexpr Packing packing = Packing::bf16_x64;
   static constexpr DType dtype = DType::bf16;
+  static constexpr bool own_prefetch = true;
   static float scalar(T v) noexcept { return bf16_to_f32_scalar(v); }
   LOOM_TARGET_AVX512 static __m512 load(const T* p) noexcept {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -107,7 +116,8 @@ Panels<E> panels_of(const Tensor& w) {
 
 // Lines to prefetch into L2 while a tile runs, one each `every` columns (a power of two)
 // from `begin` until `end` (see native_panels); none when begin is null. Or, for the
-// first tile over a run of a wide panel's columns, each column kPullBytes ahead.
+// first tile over a run of a wide panel's columns, each column kPullBytes ahead. (The first
+// tile of a batched decode's product prefetches its own columns: tile's kOwn.)
 struct Ahead {
   const char* begin = nullptr;
   const char* end = nullptr;
@@ -122,8 +132,9 @@ struct Ahead {
 // broadcast once for the four. Up to 3 tokens come here only for a share's last panel,
 // after streams() (below) took the others several at a time; T = 1 runs four independent
 // FMA chains, no software prefetch (one sequential stream, which the hardware prefetchers
-// follow).
-template <class E, int T>
+// follow). With kOwn every column kOwnAheadBytes ahead is prefetched into L2 (a compile-
+// time choice, so prefill's tiles keep their loop as it was).
+template <class E, int T, bool kOwn = false>
 LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const float* x, int64_t xs, float* y,
                              int64_t ys, int64_t valid, Ahead ahead, bool resume) {
   __m512 acc[kVectors][T];
@@ -141,6 +152,7 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
     }
     const typename E::T* column = panel + k * kPanelRows;
     if (ahead.pull) prefetch_column<E, kPullBytes>(column);
+    if constexpr (kOwn) prefetch_column<E, kOwnAheadBytes, _MM_HINT_T1>(column);
     __m512 w[kVectors];
     _Pragma("GCC unroll 8") for (int c = 0; c < kVectors; ++c) w[c] = E::load(column + 16 * c);
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
@@ -298,15 +310,15 @@ StreamFn stream_fn(int n, int64_t u) {
 
 using TileFn = void (*)(const void*, int64_t, const float*, int64_t, float*, int64_t, int64_t, Ahead, bool);
 
-template <class E, int T>
+template <class E, int T, bool kOwn>
 void tile_erased(const void* panel, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid,
                  Ahead ahead, bool resume) {
-  tile<E, T>(static_cast<const typename E::T*>(panel), cols, x, xs, y, ys, valid, ahead, resume);
+  tile<E, T, kOwn>(static_cast<const typename E::T*>(panel), cols, x, xs, y, ys, valid, ahead, resume);
 }
 
-template <class E, int... I>
+template <class E, bool kOwn, int... I>
 constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I...>) {
-  return {&tile_erased<E, I + 1>...};
+  return {&tile_erased<E, I + 1, kOwn>...};
 }
 
 // AVX2: a token tile of one width over a whole panel: decode the whole column at once
@@ -376,12 +388,15 @@ int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float*
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
 // pull each panel themselves (tile_avx2). Two AVX-512 tiles over a panel of more than
-// kWholePanelBytes meet it a run of columns at a time instead. On AVX-512 products of up
-// to 3 tokens take the range several panels at a time (streamed_panels), a last one alone.
+// kWholePanelBytes meet it a run of columns at a time instead. The first tile of one or two
+// over a whole panel (4 to 12 tokens) prefetches its own columns ahead too (f16 and bf16:
+// kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range several panels at
+// a time (streamed_panels), a last one alone.
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
-  static constexpr auto kAvx512 = tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
+  static constexpr auto kAvx512 = tiles_of<E, false>(std::make_integer_sequence<int, kMaxTokens>{});
+  static constexpr auto kAvx512Own = tiles_of<E, true>(std::make_integer_sequence<int, kMaxTokens>{});
   static constexpr auto kAvx2 = avx2_tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
   const bool avx512 = active_isa() >= Isa::avx512;
   const auto& kTiles = avx512 ? kAvx512 : kAvx2;
@@ -400,6 +415,10 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   const int64_t share = tiles > 1 && !by_runs ? (panel_bytes + tiles - 2) / (tiles - 1) : 0;
   int64_t every = 1;
   while (share > 0 && every * 2 * ((share + 63) / 64) <= w.cols) every *= 2;
+  // The first tile over a whole panel, where at most one tile follows it (4 to 12 tokens:
+  // batched decode), prefetches its own columns ahead (kOwnAheadBytes); prefill's many
+  // tiles keep the next-panel prefetch alone.
+  const bool first_own = E::own_prefetch && avx512 && !by_runs && tiles <= 2 && n_tokens >= 4;
   for (int64_t p = p0; p < p1; ++p) {
     const typename E::T* panel = w.data + p * w.stride;
     const char* next_panel = reinterpret_cast<const char*>(panel + w.stride);
@@ -416,8 +435,9 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
           ahead.every = every;
         }
         ahead.pull = by_runs && i == 0;
-        kTiles[static_cast<size_t>(width - 1)](panel + k0 * kPanelRows, cols, x + t0 * xs + k0, xs,
-                                               y + t0 * ys + p * kPanelRows, ys, w.valid_rows(p), ahead, k0 > 0);
+        const auto& tiles_here = first_own && i == 0 ? kAvx512Own : kTiles;
+        tiles_here[static_cast<size_t>(width - 1)](panel + k0 * kPanelRows, cols, x + t0 * xs + k0, xs,
+                                                   y + t0 * ys + p * kPanelRows, ys, w.valid_rows(p), ahead, k0 > 0);
         t0 += width;
       }
     }
