@@ -48,11 +48,11 @@ constexpr int kMaxTokens = 6;
 constexpr int64_t kWholePanelBytes = 512 * 1024;
 constexpr int64_t kRunBytes = 32 * 1024;
 constexpr int64_t kPullBytes = 8 * 1024;
-// The first tile over a panel in a product of 4 to 12 tokens (native_panels; streams()
-// stops at 3) reads the one weight stream from memory, where only a second tile, if any,
-// prefetches for it (the next panel, a line a column); with 2-byte elements it also
+// The first tile over a panel in a product of 4 to 18 tokens (native_panels; streams()
+// stops at 3) reads the one weight stream from memory, where only the tiles after it, if
+// any, prefetch for it (the next panel, a line a column); with 2-byte elements it also
 // prefetches its own columns kOwnAheadBytes ahead into L2 (docs/runtime.md, "Four to
-// twelve tokens"). f32 measured no gain and does not.
+// eighteen tokens"). f32 measured no gain and does not.
 constexpr int64_t kOwnAheadBytes = 16 * 1024;
 
 // Each dtype's element: its packing, a scalar widening, a 16-lane (AVX-512) and an 8-lane
@@ -388,8 +388,8 @@ int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float*
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
 // pull each panel themselves (tile_avx2). Two AVX-512 tiles over a panel of more than
-// kWholePanelBytes meet it a run of columns at a time instead. The first tile of one or two
-// over a whole panel (4 to 12 tokens) prefetches its own columns ahead too (f16 and bf16:
+// kWholePanelBytes meet it a run of columns at a time instead. The first tile of one to three
+// over a whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and bf16:
 // kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range several panels at
 // a time (streamed_panels), a last one alone.
 template <class E>
@@ -415,10 +415,10 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   const int64_t share = tiles > 1 && !by_runs ? (panel_bytes + tiles - 2) / (tiles - 1) : 0;
   int64_t every = 1;
   while (share > 0 && every * 2 * ((share + 63) / 64) <= w.cols) every *= 2;
-  // The first tile over a whole panel, where at most one tile follows it (4 to 12 tokens:
+  // The first tile over a whole panel, where at most two tiles follow it (4 to 18 tokens:
   // batched decode), prefetches its own columns ahead (kOwnAheadBytes); prefill's many
   // tiles keep the next-panel prefetch alone.
-  const bool first_own = E::own_prefetch && avx512 && !by_runs && tiles <= 2 && n_tokens >= 4;
+  const bool first_own = E::own_prefetch && avx512 && !by_runs && tiles <= 3 && n_tokens >= 4;
   for (int64_t p = p0; p < p1; ++p) {
     const typename E::T* panel = w.data + p * w.stride;
     const char* next_panel = reinterpret_cast<const char*>(panel + w.stride);
