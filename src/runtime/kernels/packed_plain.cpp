@@ -388,15 +388,16 @@ int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float*
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
 // pull each panel themselves (tile_avx2). Two AVX-512 tiles over a panel of more than
-// kWholePanelBytes meet it a run of columns at a time instead. The first tile of one to three
-// over a whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and bf16:
-// kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range several panels at
-// a time (streamed_panels), a last one alone.
+// kWholePanelBytes meet it a run of columns at a time instead. The first of one to three
+// tiles over a whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and
+// bf16: kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range several
+// panels at a time (streamed_panels), a last one alone.
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
   static constexpr auto kAvx512 = tiles_of<E, false>(std::make_integer_sequence<int, kMaxTokens>{});
-  static constexpr auto kAvx512Own = tiles_of<E, true>(std::make_integer_sequence<int, kMaxTokens>{});
+  // (f32, which does not prefetch its own columns, gets the same instances twice.)
+  static constexpr auto kAvx512Own = tiles_of<E, E::own_prefetch>(std::make_integer_sequence<int, kMaxTokens>{});
   static constexpr auto kAvx2 = avx2_tiles_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
   const bool avx512 = active_isa() >= Isa::avx512;
   const auto& kTiles = avx512 ? kAvx512 : kAvx2;
