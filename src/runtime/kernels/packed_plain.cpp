@@ -247,7 +247,8 @@ LOOM_TARGET_AVX512 void streams(const typename E::T* const* panels, int64_t cols
 // time, 2026-12-05): at 2 and 3 tokens one stream read 25-32 GB/s, two 41-45, three
 // 46-59; decode's four read 50-68. From 4 tokens on, two or three streams (the tokens in
 // groups, a run of columns at a time, the later groups from L1) measured 0.82-1.31x one
-// panel at a time in the probe and 0.93x on the 1B f16 model at 4 tokens: not taken.
+// panel at a time in the probe and 0.93x on the 1B f16 model at 4 tokens: not taken;
+// there f16 and bf16 tiles prefetch their own stream instead (kOwnAheadBytes).
 // Decode's share of the panels is a multiple of four; 2 and 3 tokens take even shares,
 // and a share's last panels, fewer than N but at least two, go as that many streams.
 struct StreamPlan {
