@@ -145,6 +145,7 @@ struct Acts {
   int64_t row_bytes;
   const float* da;
   const int32_t* sums;
+  const int32_t* byte_starts;  // -128 * sums: where the byte formats' dots start (block_tokens)
   int64_t nb;
 
   const uint8_t* quants_of(int64_t t, int64_t b) const { return blocks + t * row_bytes + b * kActBlockBytes + 2; }
@@ -260,6 +261,10 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
       if constexpr (F::kZeros >= 0) {
         dot[p][t] = _mm512_mullo_epi32(zero[p], _mm512_set1_epi32(-sum));
+      } else if constexpr (F::kBias == 128) {
+        // Broadcast from memory (a load): computed here, each token's start took a
+        // general-register multiply and two vector instructions beside the VPDPBUSDs.
+        dot[p][t] = _mm512_set1_epi32(a.byte_starts[(t0 + kFrom + t) * a.nb + b]);
       } else {
         dot[p][t] = _mm512_set1_epi32(-F::kBias * sum);
       }
@@ -457,7 +462,8 @@ struct Tiles32 {
 // against zero, minus 32 * 128. Exact integers and exact widenings, so any family's
 // values are the same. One loop with an inline F16C widening: the scales widened apart,
 // one out-of-line call a block, made this the half of a 256-row product's quantizing.
-LOOM_TARGET_AVX2 void block_scales_sums_avx2(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums) {
+LOOM_TARGET_AVX2 void block_scales_sums_avx2(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums,
+                                            int32_t* byte_starts) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = blocks + b * kActBlockBytes;
@@ -468,10 +474,11 @@ LOOM_TARGET_AVX2 void block_scales_sums_avx2(const uint8_t* blocks, int64_t nb, 
     const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256());
     const __m128i pair = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     sums[b] = static_cast<int32_t>(_mm_cvtsi128_si64(pair) + _mm_extract_epi64(pair, 1)) - 32 * 128;
+    byte_starts[b] = -128 * sums[b];
   }
 }
 
-void block_scales_sums_scalar(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums) {
+void block_scales_sums_scalar(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums, int32_t* byte_starts) {
   for (int64_t b = 0; b < nb; ++b) {
     uint16_t h;
     std::memcpy(&h, blocks + b * kActBlockBytes, 2);
@@ -479,6 +486,7 @@ void block_scales_sums_scalar(const uint8_t* blocks, int64_t nb, float* da, int3
     int32_t sum = 0;
     for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(blocks[b * kActBlockBytes + 2 + k]);
     sums[b] = sum;
+    byte_starts[b] = -128 * sum;
   }
 }
 
@@ -488,6 +496,7 @@ struct ActBuffers {
   std::vector<std::byte> blocks;
   std::vector<float> da;
   std::vector<int32_t> sums;
+  std::vector<int32_t> byte_starts;
 };
 
 Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf, ThreadPool* pool) {
@@ -496,23 +505,25 @@ Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t c
   buf.blocks.resize(static_cast<size_t>(row_bytes * n_tokens));
   buf.da.resize(static_cast<size_t>(nb * n_tokens));
   buf.sums.resize(static_cast<size_t>(nb * n_tokens));
+  buf.byte_starts.resize(static_cast<size_t>(nb * n_tokens));
   auto* blocks_base = reinterpret_cast<uint8_t*>(buf.blocks.data());
   float* da = buf.da.data();
   int32_t* sums = buf.sums.data();
+  int32_t* byte_starts = buf.byte_starts.data();
   const bool avx2 = active_isa() >= Isa::avx2;
   auto rows = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* blocks = blocks_base + t * row_bytes;
       quant::quantize_activations(DType::q8_0, x + t * x_stride, blocks, cols);
       if (avx2) {
-        block_scales_sums_avx2(blocks, nb, da + t * nb, sums + t * nb);
+        block_scales_sums_avx2(blocks, nb, da + t * nb, sums + t * nb, byte_starts + t * nb);
       } else {
-        block_scales_sums_scalar(blocks, nb, da + t * nb, sums + t * nb);
+        block_scales_sums_scalar(blocks, nb, da + t * nb, sums + t * nb, byte_starts + t * nb);
       }
     }
   };
   quantize_token_rows(pool, n_tokens, rows);
-  return {blocks_base, row_bytes, da, sums, nb};
+  return {blocks_base, row_bytes, da, sums, byte_starts, nb};
 }
 
 template <class F>
