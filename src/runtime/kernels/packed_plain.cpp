@@ -44,7 +44,8 @@ constexpr int kMaxTokens = 6;
 // Two token tiles (7 to 12 tokens: batched decode) over a panel of more than
 // kWholePanelBytes (f16 from 4096 columns, f32 from 2048: the 1B shape's down
 // projection) take it a run of kRunBytes of columns at a time (native_panels), the first
-// tile pulling kPullBytes ahead into L1 (docs/runtime.md, "Plain-dtype panels").
+// tile pulling kPullBytes ahead into L1, the second prefetching the next run into L2
+// (docs/runtime.md, "Plain-dtype panels").
 constexpr int64_t kWholePanelBytes = 512 * 1024;
 constexpr int64_t kRunBytes = 32 * 1024;
 constexpr int64_t kPullBytes = 8 * 1024;
@@ -115,9 +116,10 @@ Panels<E> panels_of(const Tensor& w) {
 }
 
 // Lines to prefetch into L2 while a tile runs, one each `every` columns (a power of two)
-// from `begin` until `end` (see native_panels); none when begin is null. Or, for the
-// first tile over a run of a wide panel's columns, each column kPullBytes ahead. (The first
-// tile of a batched decode's product prefetches its own columns: tile's kOwn.)
+// from `begin` until `end` (see native_panels: the next panel, or the next run of a wide
+// panel's columns); none when begin is null. Or, for the first tile over a run of a wide
+// panel's columns, each column kPullBytes ahead. (The first tile of a batched decode's
+// product prefetches its own columns: tile's kOwn.)
 struct Ahead {
   const char* begin = nullptr;
   const char* end = nullptr;
@@ -389,7 +391,8 @@ int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float*
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
 // pull each panel themselves (tile_avx2). Two AVX-512 tiles over a panel of more than
-// kWholePanelBytes meet it a run of columns at a time instead. The first of one to three
+// kWholePanelBytes meet it a run of columns at a time instead, the second prefetching
+// the next run. The first of one to three
 // tiles over a whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and
 // bf16: kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range several
 // panels at a time (streamed_panels), a last one alone.
@@ -406,8 +409,9 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
   // Two tiles over a panel wider than kWholePanelBytes: by runs of columns, each tile
   // resuming its sums from y, so the second reads the run from L1/L2 (a whole 1 MiB panel
-  // did not stay in L2 for it), the first prefetching ahead of itself. Prefill's many
-  // tiles keep whole panels (no gain measured there).
+  // did not stay in L2 for it), the first prefetching ahead of itself, the second
+  // prefetching the next run (which kept the memory busy while it works from L1).
+  // Prefill's many tiles keep whole panels (no gain measured there).
   const int64_t panel_bytes = w.stride * static_cast<int64_t>(sizeof(typename E::T));
   const bool by_runs = avx512 && tiles == 2 && panel_bytes > kWholePanelBytes;
   const int64_t run_cols = by_runs ? kRunBytes / kColumnBytes<E> : w.cols;
@@ -437,6 +441,13 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
           ahead.every = every;
         }
         ahead.pull = by_runs && i == 0;
+        if (by_runs && i > 0) {
+          // The next run (contiguous: the next columns, or the next panel's first) past
+          // what the first tile's pull has already asked for, a line a column into L2.
+          const char* next_run = reinterpret_cast<const char*>(panel + (k0 + cols) * kPanelRows);
+          ahead.begin = next_run + kPullBytes;
+          ahead.end = next_run + kRunBytes;
+        }
         const auto& tiles_here = first_own && i == 0 ? kAvx512Own : kTiles;
         tiles_here[static_cast<size_t>(width - 1)](panel + k0 * kPanelRows, cols, x + t0 * xs + k0, xs,
                                                    y + t0 * ys + p * kPanelRows, ys, w.valid_rows(p), ahead, k0 > 0);
