@@ -41,11 +41,11 @@ static_assert(kVectors * 16 == kPanelRows);
 // (29 of the 32 zmm; a tile of 7 would leave no register for the broadcast); on AVX2 2 x 6,
 // 2 weights and a broadcast (15 of 16 ymm).
 constexpr int kMaxTokens = 6;
-// Two token tiles (7 to 12 tokens: batched decode) over a panel of more than
-// kWholePanelBytes (f16 from 4096 columns, f32 from 2048: the 1B shape's down
-// projection) take it a run of kRunBytes of columns at a time (native_panels), the first
-// tile pulling kPullBytes ahead into L1, the second prefetching the next run into L2
-// (docs/runtime.md, "Plain-dtype panels").
+// Two token tiles (7 to 12 tokens: batched decode), or three (13 to 18, f16 and bf16),
+// over a panel of more than kWholePanelBytes (f16 from 4096 columns, f32 from 2048: the
+// 1B shape's down projection) take it a run of kRunBytes of columns at a time
+// (native_panels), the first tile pulling kPullBytes ahead into L1, the others
+// prefetching the next run into L2 (docs/runtime.md, "Plain-dtype panels").
 constexpr int64_t kWholePanelBytes = 512 * 1024;
 constexpr int64_t kRunBytes = 32 * 1024;
 constexpr int64_t kPullBytes = 8 * 1024;
@@ -390,12 +390,12 @@ int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float*
 // prefetch the next panel into L2, a share each, at most one line a column (so with few
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
-// pull each panel themselves (tile_avx2). Two AVX-512 tiles over a panel of more than
-// kWholePanelBytes meet it a run of columns at a time instead, the second prefetching
-// the next run. The first of one to three
-// tiles over a whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and
-// bf16: kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range several
-// panels at a time (streamed_panels), a last one alone.
+// pull each panel themselves (tile_avx2). Two (f16, bf16: or three) AVX-512 tiles over a
+// panel of more than kWholePanelBytes meet it a run of columns at a time instead, the
+// tiles after the first prefetching the next run. The first of one to three tiles over a
+// whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and bf16:
+// kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range several panels
+// at a time (streamed_panels), a last one alone.
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
@@ -407,13 +407,16 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   const auto& kTiles = avx512 ? kAvx512 : kAvx2;
   if (stream_plan(n_tokens).streams > 0) p0 = streamed_panels(w, p0, p1, x, xs, n_tokens, y, ys);
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
-  // Two tiles over a panel wider than kWholePanelBytes: by runs of columns, each tile
-  // resuming its sums from y, so the second reads the run from L1/L2 (a whole 1 MiB panel
-  // did not stay in L2 for it), the first prefetching ahead of itself, the second
-  // prefetching the next run (which kept the memory busy while it works from L1).
+  // Two or three tiles over a panel wider than kWholePanelBytes: by runs of columns, each
+  // tile resuming its sums from y, so the later ones read the run from L1 (a whole 1 MiB
+  // panel did not stay in L2 for them), the first prefetching ahead of itself, the others
+  // the next run, a share each (which keeps the memory busy while they work from L1).
   // Prefill's many tiles keep whole panels (no gain measured there).
   const int64_t panel_bytes = w.stride * static_cast<int64_t>(sizeof(typename E::T));
-  const bool by_runs = avx512 && tiles == 2 && panel_bytes > kWholePanelBytes;
+  // Three tiles by runs for the 2-byte elements only: f32's runs are half as many
+  // columns, and a 16-token prefill read 0.97x so (docs/runtime.md).
+  constexpr int64_t kMostRunTiles = sizeof(typename E::T) == 2 ? 3 : 2;
+  const bool by_runs = avx512 && tiles >= 2 && tiles <= kMostRunTiles && panel_bytes > kWholePanelBytes;
   const int64_t run_cols = by_runs ? kRunBytes / kColumnBytes<E> : w.cols;
   // Whole panels: the tiles after the first prefetch the next panel into L2, a share
   // each, one line every `every` columns (the largest power of two with every * lines
@@ -443,10 +446,12 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
         ahead.pull = by_runs && i == 0;
         if (by_runs && i > 0) {
           // The next run (contiguous: the next columns, or the next panel's first) past
-          // what the first tile's pull has already asked for, a line a column into L2.
+          // what the first tile's pull has already asked for, a line a column into L2,
+          // split between the tiles after the first.
           const char* next_run = reinterpret_cast<const char*>(panel + (k0 + cols) * kPanelRows);
-          ahead.begin = next_run + kPullBytes;
-          ahead.end = next_run + kRunBytes;
+          const int64_t part = (kRunBytes - kPullBytes) / (tiles - 1);
+          ahead.begin = next_run + kPullBytes + (i - 1) * part;
+          ahead.end = ahead.begin + part;
         }
         const auto& tiles_here = first_own && i == 0 ? kAvx512Own : kTiles;
         tiles_here[static_cast<size_t>(width - 1)](panel + k0 * kPanelRows, cols, x + t0 * xs + k0, xs,
