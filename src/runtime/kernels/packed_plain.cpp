@@ -414,7 +414,7 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   // Prefill's many tiles keep whole panels (no gain measured there).
   const int64_t panel_bytes = w.stride * static_cast<int64_t>(sizeof(typename E::T));
   // Three tiles by runs for the 2-byte elements only: f32's runs are half as many
-  // columns, and a 16-token prefill read 0.97x so (docs/runtime.md).
+  // columns, and its decode at 16 tokens measured no gain so (docs/runtime.md).
   constexpr int64_t kMostRunTiles = sizeof(typename E::T) == 2 ? 3 : 2;
   const bool by_runs = avx512 && tiles >= 2 && tiles <= kMostRunTiles && panel_bytes > kWholePanelBytes;
   const int64_t run_cols = by_runs ? kRunBytes / kColumnBytes<E> : w.cols;
