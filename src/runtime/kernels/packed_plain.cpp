@@ -418,41 +418,37 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   constexpr int64_t kMostRunTiles = sizeof(typename E::T) == 2 ? 3 : 2;
   const bool by_runs = avx512 && tiles >= 2 && tiles <= kMostRunTiles && panel_bytes > kWholePanelBytes;
   const int64_t run_cols = by_runs ? kRunBytes / kColumnBytes<E> : w.cols;
-  // Whole panels: the tiles after the first prefetch the next panel into L2, a share
-  // each, one line every `every` columns (the largest power of two with every * lines
-  // <= cols).
-  const int64_t share = tiles > 1 && !by_runs ? (panel_bytes + tiles - 2) / (tiles - 1) : 0;
+  // The tiles after the first prefetch what comes next into L2, a share each, one line
+  // every `every` columns (the largest power of two with every * lines <= cols): over
+  // whole panels the next panel; by runs the next run (the next columns, or the next
+  // panel's first), past the kPullBytes the first tile's pull has already asked for.
+  // Nothing past the thread's range.
+  const int64_t skip = by_runs ? kPullBytes : 0;
+  const int64_t region = by_runs ? kRunBytes - kPullBytes : panel_bytes;
+  const int64_t share = tiles > 1 ? (region + tiles - 2) / (tiles - 1) : 0;
   int64_t every = 1;
-  while (share > 0 && every * 2 * ((share + 63) / 64) <= w.cols) every *= 2;
+  while (share > 0 && every * 2 * ((share + 63) / 64) <= run_cols) every *= 2;
+  const char* range_end = reinterpret_cast<const char*>(w.data + p1 * w.stride);
   // The first tile over a whole panel, where at most two tiles follow it (4 to 18 tokens:
   // batched decode), prefetches its own columns ahead (kOwnAheadBytes); prefill's many
   // tiles keep the next-panel prefetch alone.
   const bool first_own = E::own_prefetch && avx512 && !by_runs && tiles <= 3 && n_tokens >= 4;
   for (int64_t p = p0; p < p1; ++p) {
     const typename E::T* panel = w.data + p * w.stride;
-    const char* next_panel = reinterpret_cast<const char*>(panel + w.stride);
-    const bool prefetch = share > 0 && p + 1 < p1;
     for (int64_t k0 = 0; k0 < w.cols; k0 += run_cols) {
       const int64_t cols = std::min(run_cols, w.cols - k0);
+      const char* after = reinterpret_cast<const char*>(panel + (k0 + cols) * kPanelRows);
+      const char* next = after + skip;
       int64_t t0 = 0;
       for (int64_t i = 0; i < tiles; ++i) {
         const int64_t width = n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
         Ahead ahead;
-        if (prefetch && i > 0) {
-          ahead.begin = next_panel + (i - 1) * share;
-          ahead.end = std::min(next_panel + panel_bytes, ahead.begin + share);
+        if (i > 0 && after < range_end) {
+          ahead.begin = next + (i - 1) * share;
+          ahead.end = std::min(next + region, ahead.begin + share);
           ahead.every = every;
         }
         ahead.pull = by_runs && i == 0;
-        if (by_runs && i > 0) {
-          // The next run (contiguous: the next columns, or the next panel's first) past
-          // what the first tile's pull has already asked for, a line a column into L2,
-          // split between the tiles after the first.
-          const char* next_run = reinterpret_cast<const char*>(panel + (k0 + cols) * kPanelRows);
-          const int64_t part = (kRunBytes - kPullBytes) / (tiles - 1);
-          ahead.begin = next_run + kPullBytes + (i - 1) * part;
-          ahead.end = ahead.begin + part;
-        }
         const auto& tiles_here = first_own && i == 0 ? kAvx512Own : kTiles;
         tiles_here[static_cast<size_t>(width - 1)](panel + k0 * kPanelRows, cols, x + t0 * xs + k0, xs,
                                                    y + t0 * ys + p * kPanelRows, ys, w.valid_rows(p), ahead, k0 > 0);
