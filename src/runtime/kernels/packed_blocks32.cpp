@@ -21,6 +21,7 @@ namespace {
 constexpr int64_t kPanelRows = kPackedPanelRows;
 constexpr int64_t kBlock = 32;
 constexpr int64_t kActBlockBytes = 34;  // q8_0 activation block: f16 d, 32 x i8
+constexpr int32_t kByteBias = 128;      // the byte formats store q + 128 (Bytes, below)
 
 // The packings of 32-element runs of quants under f16 scales (tensor/packing.hpp): per
 // panel and group (one scale a row: one 32-column block for q8_0, q4_0, q4_1, q5_0, q5_1,
@@ -41,12 +42,12 @@ struct FormatBase {
   static constexpr int kRuns = 1;
   static constexpr int64_t kZeros = -1, kMins = -1, kMasks = -1;  // offsets in a group; -1: none
 };
-// Runs of bytes q + 128: vector j holds columns 4j..4j+3, one byte each.
+// Runs of bytes q + kByteBias: vector j holds columns 4j..4j+3, one byte each.
 template <class L, Packing kPacking, DType kDtype>
 struct Bytes : FormatBase<L, kPacking, kDtype> {
   static constexpr int kVectors = 8;
   static constexpr bool kNibbles = false;
-  static constexpr int32_t kBias = 128;
+  static constexpr int32_t kBias = kByteBias;
   // Multi-token tiles prefetch into L2 (prefetch_step): loom_batched_decode --dtype q8_0
   // --repack auto, 3 rounds alternating with L1 (Zen 4, 2 threads), B = 8 decode
   // 878/830/701 against 744/710/734 tokens/s, the products alone 285/288/244 against
@@ -145,7 +146,7 @@ struct Acts {
   int64_t row_bytes;
   const float* da;
   const int32_t* sums;
-  const int32_t* byte_starts;  // -128 * sums: where the byte formats' dots start (block_tokens)
+  const int32_t* byte_starts;  // -kByteBias * sums: where the byte formats' dots start (block_tokens)
   int64_t nb;
 
   const uint8_t* quants_of(int64_t t, int64_t b) const { return blocks + t * row_bytes + b * kActBlockBytes + 2; }
@@ -261,7 +262,7 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
       if constexpr (F::kZeros >= 0) {
         dot[p][t] = _mm512_mullo_epi32(zero[p], _mm512_set1_epi32(-sum));
-      } else if constexpr (F::kBias == 128) {
+      } else if constexpr (F::kBias == kByteBias) {
         // Broadcast from memory (a load): computed here, each token's start took a
         // general-register multiply and two vector instructions beside the VPDPBUSDs.
         dot[p][t] = _mm512_set1_epi32(a.byte_starts[(t0 + kFrom + t) * a.nb + b]);
@@ -462,8 +463,7 @@ struct Tiles32 {
 // against zero, minus 32 * 128. Exact integers and exact widenings, so any family's
 // values are the same. One loop with an inline F16C widening: the scales widened apart,
 // one out-of-line call a block, made this the half of a 256-row product's quantizing.
-LOOM_TARGET_AVX2 void block_scales_sums_avx2(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums,
-                                            int32_t* byte_starts) {
+LOOM_TARGET_AVX2 void block_scales_sums_avx2(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* block = blocks + b * kActBlockBytes;
@@ -474,11 +474,10 @@ LOOM_TARGET_AVX2 void block_scales_sums_avx2(const uint8_t* blocks, int64_t nb, 
     const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(q, flip), _mm256_setzero_si256());
     const __m128i pair = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     sums[b] = static_cast<int32_t>(_mm_cvtsi128_si64(pair) + _mm_extract_epi64(pair, 1)) - 32 * 128;
-    byte_starts[b] = -128 * sums[b];
   }
 }
 
-void block_scales_sums_scalar(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums, int32_t* byte_starts) {
+void block_scales_sums_scalar(const uint8_t* blocks, int64_t nb, float* da, int32_t* sums) {
   for (int64_t b = 0; b < nb; ++b) {
     uint16_t h;
     std::memcpy(&h, blocks + b * kActBlockBytes, 2);
@@ -486,7 +485,6 @@ void block_scales_sums_scalar(const uint8_t* blocks, int64_t nb, float* da, int3
     int32_t sum = 0;
     for (int64_t k = 0; k < kBlock; ++k) sum += static_cast<int8_t>(blocks[b * kActBlockBytes + 2 + k]);
     sums[b] = sum;
-    byte_starts[b] = -128 * sum;
   }
 }
 
@@ -516,10 +514,11 @@ Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t c
       uint8_t* blocks = blocks_base + t * row_bytes;
       quant::quantize_activations(DType::q8_0, x + t * x_stride, blocks, cols);
       if (avx2) {
-        block_scales_sums_avx2(blocks, nb, da + t * nb, sums + t * nb, byte_starts + t * nb);
+        block_scales_sums_avx2(blocks, nb, da + t * nb, sums + t * nb);
       } else {
-        block_scales_sums_scalar(blocks, nb, da + t * nb, sums + t * nb, byte_starts + t * nb);
+        block_scales_sums_scalar(blocks, nb, da + t * nb, sums + t * nb);
       }
+      for (int64_t b = 0; b < nb; ++b) byte_starts[t * nb + b] = -kByteBias * sums[t * nb + b];
     }
   };
   quantize_token_rows(pool, n_tokens, rows);
