@@ -146,7 +146,7 @@ struct Acts {
   int64_t row_bytes;
   const float* da;
   const int32_t* sums;
-  const int32_t* byte_starts;  // -kByteBias * sums: where the byte formats' dots start (block_tokens)
+  const int32_t* starts;  // -F::kBias * sums, where the format's dots start (quantize_acts<kBias>)
   int64_t nb;
 
   const uint8_t* quants_of(int64_t t, int64_t b) const { return blocks + t * row_bytes + b * kActBlockBytes + 2; }
@@ -225,6 +225,22 @@ struct AccTile {
   }
 };
 
+// Whether a tile's dots start from Acts::starts, broadcast from memory (a load), rather
+// than from the sum: a load, a shift and two vector instructions a token beside the
+// VPDPBUSDs. From memory except in the nibble formats' tiles whose accumulators are in
+// L1 (7 to 12 tokens), where it measured slower. `loom_ab_builds --repack auto --prompt
+// 16 --steps 24 --rounds 6-8 --layouts 4 --threads 2` against computed starts (Zen 5,
+// 2026-12-06), b/a geometric mean / median: q8_0 (docs/quantization.md) B = 8 decode
+// 1.020 / 1.034, prefill 1.078 / 1.086; --batch 8 prefill (128-token passes, tiles of 6)
+// small q4_0 1.254 / 1.236, 1B q4_0 1.219 / 1.238, small q5_0 1.155 / 1.118, their
+// decode 1.00-1.02; --batch 16 decode (tiles of 6) small q4_0 1.090 / 1.069, q5_0
+// 1.093 / 1.034. With the 8-token tile from memory too, --batch 8 decode read small
+// q4_0 0.984 / 1.008 and 0.955 / 0.948, 1B q4_0 0.948 / 0.971, small q5_0 0.979 / 0.960
+// and 0.909 / 1.015.
+template <class F, int P, int T>
+constexpr bool kStartsFromMemory =
+    F::kBias != 0 && !(F::kNibbles && AccTile<P, T>::kInMemory);
+
 // Quant vector j of a run of kVectors that starts half a line in (address = 32 mod 64),
 // from the two aligned lines it straddles: the first line's upper half and the second's
 // lower half (VALIGNQ). The run's last vector reads only the lower half of its second
@@ -258,16 +274,15 @@ PQ_INLINE void block_tokens(const uint8_t* const (&panel)[P], const uint8_t* con
     }
   }
   _Pragma("GCC unroll 8") for (int t = 0; t < TS; ++t) {
-    const int32_t sum = a.sums[(t0 + kFrom + t) * a.nb + b];
     _Pragma("GCC unroll 8") for (int p = 0; p < P; ++p) {
       if constexpr (F::kZeros >= 0) {
-        dot[p][t] = _mm512_mullo_epi32(zero[p], _mm512_set1_epi32(-sum));
-      } else if constexpr (F::kBias == kByteBias) {
-        // Broadcast from memory (a load): computed here, each token's start took a
-        // general-register multiply and two vector instructions beside the VPDPBUSDs.
-        dot[p][t] = _mm512_set1_epi32(a.byte_starts[(t0 + kFrom + t) * a.nb + b]);
+        dot[p][t] = _mm512_mullo_epi32(zero[p], _mm512_set1_epi32(-a.sums[(t0 + kFrom + t) * a.nb + b]));
+      } else if constexpr (kStartsFromMemory<F, P, T>) {
+        dot[p][t] = _mm512_set1_epi32(a.starts[(t0 + kFrom + t) * a.nb + b]);
+      } else if constexpr (F::kBias != 0) {
+        dot[p][t] = _mm512_set1_epi32(-F::kBias * a.sums[(t0 + kFrom + t) * a.nb + b]);
       } else {
-        dot[p][t] = _mm512_set1_epi32(-F::kBias * sum);
+        dot[p][t] = _mm512_setzero_si512();
       }
     }
   }
@@ -494,20 +509,23 @@ struct ActBuffers {
   std::vector<std::byte> blocks;
   std::vector<float> da;
   std::vector<int32_t> sums;
-  std::vector<int32_t> byte_starts;
+  std::vector<int32_t> starts;
 };
 
+// kBias: the format's storage offset (F::kBias), whose dots start at -kBias * sum; formats
+// without one (0: the mins formats, gq4's zero points) get no starts.
+template <int32_t kBias>
 Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t cols, ActBuffers& buf, ThreadPool* pool) {
   const int64_t nb = cols / kBlock;
   const auto row_bytes = static_cast<int64_t>(quant::activation_row_bytes(DType::q8_0, cols));
   buf.blocks.resize(static_cast<size_t>(row_bytes * n_tokens));
   buf.da.resize(static_cast<size_t>(nb * n_tokens));
   buf.sums.resize(static_cast<size_t>(nb * n_tokens));
-  buf.byte_starts.resize(static_cast<size_t>(nb * n_tokens));
+  if constexpr (kBias != 0) buf.starts.resize(static_cast<size_t>(nb * n_tokens));
   auto* blocks_base = reinterpret_cast<uint8_t*>(buf.blocks.data());
   float* da = buf.da.data();
   int32_t* sums = buf.sums.data();
-  int32_t* byte_starts = buf.byte_starts.data();
+  int32_t* starts = kBias != 0 ? buf.starts.data() : nullptr;
   const bool avx2 = active_isa() >= Isa::avx2;
   auto rows = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -518,11 +536,13 @@ Acts quantize_acts(const float* x, int64_t x_stride, int64_t n_tokens, int64_t c
       } else {
         block_scales_sums_scalar(blocks, nb, da + t * nb, sums + t * nb);
       }
-      for (int64_t b = 0; b < nb; ++b) byte_starts[t * nb + b] = -kByteBias * sums[t * nb + b];
+      if constexpr (kBias != 0) {
+        for (int64_t b = 0; b < nb; ++b) starts[t * nb + b] = -kBias * sums[t * nb + b];
+      }
     }
   };
   quantize_token_rows(pool, n_tokens, rows);
-  return {blocks_base, row_bytes, da, sums, byte_starts, nb};
+  return {blocks_base, row_bytes, da, sums, starts, nb};
 }
 
 template <class F>
@@ -536,7 +556,8 @@ Weights weights_of(const Tensor& w) {
 struct Kernel {
   using Buffers = ActBuffers;
   static constexpr int64_t kPanelGrain = 2;
-  static constexpr auto quantize = &quantize_acts;
+  template <class F>
+  static constexpr auto quantize = &quantize_acts<F::kZeros < 0 ? F::kBias : 0>;
   template <class F>
   static constexpr auto weights = &weights_of<F>;
   template <class F>

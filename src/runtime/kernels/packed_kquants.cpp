@@ -636,6 +636,7 @@ Weights weights_of(const Tensor& w) {
 struct Kernel {
   using Buffers = ActBuffers;
   static constexpr int64_t kPanelGrain = 1;
+  template <class F>
   static constexpr auto quantize = &quantize_acts;
   template <class F>
   static constexpr auto weights = &weights_of<F>;

@@ -202,7 +202,7 @@ void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bi
 
 // The products of a packed-kernel file K for one format F, from K's parts:
 //   K::Buffers                the storage of one call's quantized activations;
-//   K::quantize(x, x_stride, n_tokens, cols, buffers, pool or nullptr) -> activations;
+//   K::quantize<F>(x, x_stride, n_tokens, cols, buffers, pool or nullptr) -> activations;
 //   K::weights<F>(w)          the weight's panels (checks w's packing, dtype and rank);
 //   K::Tiles<F>               F's VNNI tiles (vnni_panels);
 //   K::scalar<F>              (weights, activations, p0, p1, n_tokens, y, y_stride): the
@@ -217,7 +217,7 @@ void run_packed(const Tensor& w, const Tensor* bias, const float* x, int64_t x_s
   // thread_local would name each worker's own instance.
   thread_local typename K::Buffers buffers_storage;
   typename K::Buffers& buffers = buffers_storage;
-  const auto acts = K::quantize(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
+  const auto acts = K::template quantize<F>(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
   const bool native = packed_vnni_native();
   over_panels(pool, weights.rows, K::kPanelGrain, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
     if (native) {
@@ -233,7 +233,7 @@ void run_packed_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_
                        int64_t y_stride) {
   const auto weights = K::template weights<F>(w);
   typename K::Buffers buffers;
-  const auto acts = K::quantize(x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
+  const auto acts = K::template quantize<F>(x, x_stride, n_tokens, w.shape()[1], buffers, nullptr);
   K::template scalar<F>(weights, acts, 0, (weights.rows + kPackedPanelRows - 1) / kPackedPanelRows, n_tokens, y,
                         y_stride);
 }
