@@ -230,13 +230,13 @@ struct AccTile {
 // VPDPBUSDs. From memory except in the nibble formats' tiles whose accumulators are in
 // L1 (7 to 12 tokens), where it measured slower. `loom_ab_builds --repack auto --prompt
 // 16 --steps 24 --rounds 6-8 --layouts 4 --threads 2` against computed starts (Zen 5,
-// 2026-12-06), b/a geometric mean / median: q8_0 (docs/quantization.md) B = 8 decode
-// 1.020 / 1.034, prefill 1.078 / 1.086; --batch 8 prefill (128-token passes, tiles of 6)
-// small q4_0 1.254 / 1.236, 1B q4_0 1.219 / 1.238, small q5_0 1.155 / 1.118, their
-// decode 1.00-1.02; --batch 16 decode (tiles of 6) small q4_0 1.090 / 1.069, q5_0
-// 1.093 / 1.034. With the 8-token tile from memory too, --batch 8 decode read small
-// q4_0 0.984 / 1.008 and 0.955 / 0.948, 1B q4_0 0.948 / 0.971, small q5_0 0.979 / 0.960
-// and 0.909 / 1.015.
+// 2026-12-06), b/a geometric mean / median: q8_0 (--prompt 32 --steps 16,
+// docs/quantization.md) B = 8 decode 1.020 / 1.034, prefill 1.078 / 1.086; --batch 8
+// prefill (128-token passes, tiles of 6) small q4_0 1.254 / 1.236, 1B q4_0 1.219 /
+// 1.238, small q5_0 1.155 / 1.118, their decode 1.00-1.02; --batch 16 decode (tiles of
+// 6) small q4_0 1.090 / 1.069, q5_0 1.093 / 1.034. With the 8-token tile from memory
+// too, --batch 8 decode read small q4_0 0.984 / 1.008 and 0.955 / 0.948, 1B q4_0 0.948 /
+// 0.971, small q5_0 0.979 / 0.960 and 0.909 / 1.015.
 template <class F, int P, int T>
 constexpr bool kStartsFromMemory =
     F::kBias != 0 && !(F::kNibbles && AccTile<P, T>::kInMemory);

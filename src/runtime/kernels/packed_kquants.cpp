@@ -637,7 +637,7 @@ struct Kernel {
   using Buffers = ActBuffers;
   static constexpr int64_t kPanelGrain = 1;
   template <class F>
-  static constexpr auto quantize = &quantize_acts;
+  static constexpr auto quantize = &quantize_acts;  // q8_k for every format
   template <class F>
   static constexpr auto weights = &weights_of<F>;
   template <class F>
