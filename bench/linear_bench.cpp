@@ -12,7 +12,7 @@
 // over the same program's own probe at the same thread count (FMA peak for the float
 // types, int8 dot-product peak for the quantized ones; measured once per count), so a
 // share is read off one run of one binary, never against a figure from another minute.
-// BM_qkv: q, k and v as three products or as one (below).
+// BM_joined: q, k and v (or gate and up) as a product each or as one (below).
 //   build/bench/loom_linear_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -142,59 +142,74 @@ void BM_quant(benchmark::State& state) {
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// {dtype, tokens, stacked}: the small shape's q, k and v (1024, 256 and 256 rows of 1024)
-// of 8 layers, packed as --repack auto packs them, multiplied as three products per layer
-// (stacked 0) or as one over the three back to back (stacked 1, what the forward pass
-// does with a repacking load's weights: tensor/gather.hpp stacked_rows_view), 2 threads.
-// The 8 layers' weights are several times L2 and stream as in a pass. Compare the pairs
-// with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N: this
-// machine's bandwidth drifts between runs.
-void BM_qkv(benchmark::State& state) {
+// {dtype, tokens, stacked, group}: the small shape's q, k and v (group 0: 1024, 256 and
+// 256 rows of 1024) or gate and up (group 1: 2816 rows of 1024 each) of 8 layers, packed
+// as --repack auto packs them, multiplied as a product per part (stacked 0) or as one
+// over the parts back to back (stacked 1, what the forward pass does with a repacking
+// load's weights: model/joined_products.hpp), 2 threads. The 8 layers' weights are
+// several times L2 and stream as in a pass. Compare the pairs with
+// --benchmark_enable_random_interleaving=true --benchmark_repetitions=N: this machine's
+// bandwidth drifts between runs.
+void BM_joined(benchmark::State& state) {
   const auto dtype = static_cast<loom::DType>(state.range(0));
   const int64_t tokens = state.range(1), cols = 1024;
   const bool stacked = state.range(2) != 0;
+  const bool gate_up = state.range(3) != 0;
+  const std::vector<int64_t> part_rows =
+      gate_up ? std::vector<int64_t>{2816, 2816} : std::vector<int64_t>{1024, 256, 256};
+  int64_t n = 0;
+  for (const int64_t r : part_rows) n += r;
   const loom::Packing packing = loom::kernels::preferred_packing(dtype);
   if (packing == loom::Packing::none) {
     state.SkipWithError("no packing for this dtype on this CPU");
     return;
   }
   struct Layer {
-    loom::Tensor q, k, v, whole;
+    std::vector<loom::Tensor> parts;
+    loom::Tensor whole;
   };
   std::vector<Layer> layers(8);
   int64_t bytes = 0;
   for (Layer& l : layers) {
-    l.q = loom::pack(weight(dtype, 1024, cols), packing);
-    l.k = loom::pack(weight(dtype, 256, cols), packing);
-    l.v = loom::pack(weight(dtype, 256, cols), packing);
-    loom::Tensor* parts[] = {&l.q, &l.k, &l.v};
-    loom::gather_into_one_buffer(parts, /*align=*/1);
-    const loom::Tensor* views[] = {&l.q, &l.k, &l.v};
+    std::vector<loom::Tensor*> pointers;
+    std::vector<const loom::Tensor*> views;
+    l.parts.reserve(part_rows.size());
+    for (const int64_t r : part_rows) {
+      l.parts.push_back(loom::pack(weight(dtype, r, cols), packing));
+      pointers.push_back(&l.parts.back());
+      views.push_back(&l.parts.back());
+    }
+    loom::gather_into_one_buffer(pointers, /*align=*/1);
     l.whole = loom::stacked_rows_view(views);
     bytes += l.whole.nbytes();
   }
-  std::vector<float> x(static_cast<size_t>(cols * tokens), 0.01f), y(static_cast<size_t>(1536 * tokens));
+  std::vector<float> x(static_cast<size_t>(cols * tokens), 0.01f), y(static_cast<size_t>(n * tokens));
   loom::ThreadPool pool(2);
   for (auto _ : state) {
     for (const Layer& l : layers) {
       if (stacked) {
-        loom::kernels::linear(l.whole, nullptr, x.data(), cols, tokens, y.data(), 1536, pool);
+        loom::kernels::linear(l.whole, nullptr, x.data(), cols, tokens, y.data(), n, pool);
       } else {
-        loom::kernels::linear(l.q, nullptr, x.data(), cols, tokens, y.data(), 1024, pool);
-        loom::kernels::linear(l.k, nullptr, x.data(), cols, tokens, y.data() + 1024 * tokens, 256, pool);
-        loom::kernels::linear(l.v, nullptr, x.data(), cols, tokens, y.data() + 1280 * tokens, 256, pool);
+        int64_t offset = 0;
+        for (size_t i = 0; i < l.parts.size(); ++i) {
+          loom::kernels::linear(l.parts[i], nullptr, x.data(), cols, tokens, y.data() + offset, n, pool);
+          offset += part_rows[i];
+        }
       }
     }
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * bytes);
-  state.SetLabel(std::string(loom::packing_info(packing).name) + (stacked ? " q|k|v" : " q, k, v"));
+  const char* parts = gate_up ? (stacked ? " gate|up" : " gate, up") : (stacked ? " q|k|v" : " q, k, v");
+  state.SetLabel(std::string(loom::packing_info(packing).name) + parts);
 }
 
-void qkv_args(benchmark::internal::Benchmark* b) {
-  for (auto dt : {loom::DType::f16, loom::DType::f32, loom::DType::q8_0, loom::DType::q4_k}) {
-    for (int64_t n : {1, 8}) {
-      for (int64_t stacked : {0, 1}) b->Args({static_cast<int64_t>(dt), n, stacked});
+void joined_args(benchmark::internal::Benchmark* b) {
+  for (int64_t group : {0, 1}) {
+    for (auto dt : {loom::DType::f16, loom::DType::f32, loom::DType::q8_0, loom::DType::q4_k}) {
+      for (int64_t n : {1, 8, 16}) {
+        for (int64_t stacked : {0, 1}) b->Args({static_cast<int64_t>(dt), n, stacked, group});
+      }
     }
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -235,5 +250,5 @@ void prefill_args(benchmark::internal::Benchmark* b) { shapes(b, {128, 64, 8, 4,
 BENCHMARK(BM_decode)->Apply(decode_args);
 BENCHMARK(BM_prefill)->Apply(prefill_args);
 BENCHMARK(BM_quant)->Apply(quant_args);
-BENCHMARK(BM_qkv)->Apply(qkv_args);
+BENCHMARK(BM_joined)->Apply(joined_args);
 BENCHMARK_MAIN();

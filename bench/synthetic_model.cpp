@@ -111,7 +111,7 @@ std::shared_ptr<const loom::Model> repacked_copy(const loom::Model& m) {
     t = loom::pack(t, packing);
     any = true;
   });
-  loom::load::join_attention_inputs(w);  // as the loader leaves them
+  loom::load::join_shared_input_products(w);  // as the loader leaves them
   return any ? std::make_shared<const loom::Model>(c, std::move(w)) : nullptr;
 }
 

@@ -6,6 +6,7 @@
 
 #include "loom/convert.hpp"
 #include "loom/cpu.hpp"
+#include "model/joined_products.hpp"
 #include "model/weight_slots.hpp"
 #include "tensor/gather.hpp"
 #include "tensor/kernel_registry.hpp"
@@ -66,20 +67,24 @@ void settle_one(const LoadOptions& options, std::string_view packed_for, Tensor&
 
 }  // namespace
 
-int64_t join_attention_inputs(ModelWeights& weights) {
-  int64_t stacked = 0;
-  for (LayerWeights& L : weights.layers) {
-    Tensor* parts[] = {&L.attn_q, &L.attn_k, &L.attn_v};
-    const bool owned_alike = std::all_of(std::begin(parts), std::end(parts), [&](const Tensor* t) {
-      return t->defined() && !t->is_mapped() && t->is_contiguous() && t->dtype() == L.attn_q.dtype() &&
-             t->packing() == L.attn_q.packing();
-    });
-    if (!owned_alike) continue;
-    gather_into_one_buffer(parts, /*align=*/1);
-    const Tensor* views[] = {&L.attn_q, &L.attn_k, &L.attn_v};
-    if (stacked_rows_view(views).defined()) ++stacked;
+std::array<int64_t, kJoinedProducts.size()> join_shared_input_products(ModelWeights& weights) {
+  std::array<int64_t, kJoinedProducts.size()> joined{};
+  for (size_t g = 0; g < kJoinedProducts.size(); ++g) {
+    const JoinedProducts& group = kJoinedProducts[g];
+    for (LayerWeights& L : weights.layers) {
+      std::array<Tensor*, 3> parts{};
+      for (size_t i = 0; i < group.n_members; ++i) parts[i] = &(L.*group.members[i]);
+      const Tensor& first = *parts[0];
+      const bool owned_alike = std::all_of(parts.begin(), parts.begin() + group.n_members, [&](const Tensor* t) {
+        return t->defined() && !t->is_mapped() && t->is_contiguous() && t->dtype() == first.dtype() &&
+               t->packing() == first.packing();
+      });
+      if (!owned_alike) continue;
+      gather_into_one_buffer(std::span<Tensor* const>(parts.data(), group.n_members), /*align=*/1);
+      if (joined_view(L, group).defined()) ++joined[g];
+    }
   }
-  return stacked;
+  return joined;
 }
 
 void settle_layouts(const LoadOptions& options, std::string_view packed_for, ModelWeights& weights,
@@ -100,9 +105,11 @@ void settle_layouts(const LoadOptions& options, std::string_view packed_for, Mod
     notes.push_back(std::to_string(count) + " matri" + (count == 1 ? "x" : "ces") + " stored as " + what);
   }
 
-  if (const int64_t stacked = join_attention_inputs(weights); stacked > 0) {
-    notes.push_back("q, k and v of " + std::to_string(stacked) + " layer" + (stacked == 1 ? "" : "s") +
-                    " in one buffer each, multiplied as one matrix");
+  const auto joined = join_shared_input_products(weights);
+  for (size_t g = 0; g < kJoinedProducts.size(); ++g) {
+    if (joined[g] == 0) continue;
+    notes.push_back(std::string(kJoinedProducts[g].what) + " of " + std::to_string(joined[g]) + " layer" +
+                    (joined[g] == 1 ? "" : "s") + " in one buffer each, multiplied as one matrix");
   }
 }
 

@@ -8,12 +8,13 @@
 //    report says which packing, for which ISA, and why.
 //  - With LoadOptions::repack == automatic, each row-major matrix whose dtype has a
 //    kernel-native layout on this CPU is replaced by a packed copy (tensor/packing.hpp).
-// Each changed tensor's record says so. Then each layer's q, k and v, where loom owns
-// their copies (repacked or converted) in one dtype and layout, are put back to back in
-// one buffer, so the forward pass multiplies them as one matrix (tensor/gather.hpp,
-// stacked_rows_view); a note counts the layers.
+// Each changed tensor's record says so. Then each layer's q, k and v, and a gated FFN's
+// gate and up, where loom owns their copies (repacked or converted) in one dtype and
+// layout, are put back to back in one buffer, so the forward pass multiplies them as one
+// matrix (model/joined_products.hpp); a note per group counts the layers.
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,17 +23,20 @@
 #include "loom/loader.hpp"
 #include "loom/thread_pool.hpp"
 #include "loom/weights.hpp"
+#include "model/joined_products.hpp"
 
 namespace loom::load {
 
-// Each layer's q, k and v, where loom owns their copies (not mapped, contiguous) in one
-// dtype and layout, copied back to back into one buffer, so the forward pass multiplies
-// them as one matrix (stacked_rows_view): one product instead of three, and in decode k
-// and v (a quarter of q's rows each with grouped query attention) stop running on one
-// thread while the others wait (docs/runtime.md, "q, k and v in one product"). Returns
-// the layers whose three now read as one matrix. The last step of settle_layouts; the
-// bench's synthetic models call it too.
-int64_t join_attention_inputs(ModelWeights& weights);
+// Each layer's products of one input (model/joined_products.hpp: q, k and v; a gated
+// FFN's gate and up), where loom owns their copies (not mapped, contiguous) in one dtype
+// and layout, copied back to back into one buffer, so the forward pass multiplies them
+// as one matrix (joined_view): one product, one activation quantizing and one parallel
+// section instead of two or three, and in decode k and v (a quarter of q's rows each
+// with grouped query attention) stop running on one thread while the others wait
+// (docs/runtime.md, "Products of one input"). Returns, per group of kJoinedProducts, the
+// layers whose matrices now read as one. The last step of settle_layouts; the bench's
+// synthetic models call it too.
+std::array<int64_t, kJoinedProducts.size()> join_shared_input_products(ModelWeights& weights);
 
 // `packed_for`: the ISA the source says its packed tensors were made for ("" unknown).
 void settle_layouts(const LoadOptions& options, std::string_view packed_for, ModelWeights& weights,

@@ -15,7 +15,7 @@
 #include "runtime/kernels/attention.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "runtime/kernels/ops.hpp"
-#include "tensor/gather.hpp"
+#include "model/joined_products.hpp"
 #include "model/rope_frequencies.hpp"
 
 namespace loom::runtime {
@@ -68,8 +68,8 @@ Forward::Forward(std::shared_ptr<const Model> model, ForwardOptions options, KvP
     rope_scale_ = rope::magnitude(c);
   }
   for (const LayerWeights& L : model_->weights().layers) {
-    const Tensor* parts[] = {&L.attn_q, &L.attn_k, &L.attn_v};
-    qkv_.push_back(stacked_rows_view(parts));
+    qkv_.push_back(joined_view(L, joined_products(Joined::qkv)));
+    gate_up_.push_back(joined_view(L, joined_products(Joined::gate_up)));
   }
 }
 
@@ -196,25 +196,41 @@ void Forward::attention(int64_t layer, const Rows& rows) {
 
 // The FFN of one layer over the m rows of h_ (already normalised), into out [m, H]:
 // gated, down(act(gate(h)) * up(h)); plain, down(act(up(h) + b) + b); then Gemma 2's
-// post-FFN norm.
-void Forward::feed_forward(const LayerWeights& L, int64_t m, float* out) {
+// post-FFN norm. A token's row of ffn_ is [gate | up] (gated) or up (plain); the
+// activation is written over the gate, and the down product reads the rows at their
+// stride.
+void Forward::feed_forward(int64_t layer, int64_t m, float* out) {
   const ModelConfig& c = model_->config();
+  const LayerWeights& L = model_->weights().layers[static_cast<size_t>(layer)];
   const int64_t H = c.hidden_size;
   const int64_t F = c.intermediate_size;
   ThreadPool& tp = *options_.pool;
   const bool fast = options_.bf16_activations;
+  float* rows = ffn_.data();
+  const int64_t stride = ffn_stride();
   if (c.ffn == FfnKind::gated) {
-    kernels::linear(L.ffn_gate, nullptr, h_.data(), H, m, gate_.data(), F, tp, fast);
-    kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, up_.data(), F, tp, fast);
+    const Tensor& gate_up = gate_up_[static_cast<size_t>(layer)];
+    const Tensor* up_bias = bias(L.ffn_up_bias);
+    if (gate_up.defined()) {
+      // One product for gate and up: the bits of two, as q, k and v above.
+      kernels::linear(gate_up, nullptr, h_.data(), H, m, rows, stride, tp, fast);
+    } else {
+      kernels::linear(L.ffn_gate, nullptr, h_.data(), H, m, rows, stride, tp, fast);
+      kernels::linear(L.ffn_up, up_bias, h_.data(), H, m, rows + F, stride, tp, fast);
+    }
     over_rows(tp, m, F, kActivationElements, [&](int64_t t0, int64_t t1) {
-      kernels::activate_mul(c.activation, gate_.data() + t0 * F, up_.data() + t0 * F, (t1 - t0) * F);
+      // up's bias after the joined product, as kernels::linear adds it
+      if (gate_up.defined() && up_bias) kernels::add_bias(up_bias, 0, F, t1 - t0, rows + t0 * stride + F, stride);
+      for (int64_t t = t0; t < t1; ++t) {
+        kernels::activate_mul(c.activation, rows + t * stride, rows + t * stride + F, F);
+      }
     });
   } else {
-    kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, gate_.data(), F, tp, fast);
+    kernels::linear(L.ffn_up, bias(L.ffn_up_bias), h_.data(), H, m, rows, stride, tp, fast);
     over_rows(tp, m, F, kActivationElements,
-              [&](int64_t t0, int64_t t1) { kernels::activate(c.activation, gate_.data() + t0 * F, (t1 - t0) * F); });
+              [&](int64_t t0, int64_t t1) { kernels::activate(c.activation, rows + t0 * F, (t1 - t0) * F); });
   }
-  kernels::linear(L.ffn_down, bias(L.ffn_down_bias), gate_.data(), F, m, out, H, tp, fast);
+  kernels::linear(L.ffn_down, bias(L.ffn_down_bias), rows, stride, m, out, H, tp, fast);
   if (c.post_norms) norm_rows(L.ffn_post_norm, Tensor{}, out, out, m);
 }
 
@@ -255,7 +271,6 @@ void Forward::run(std::span<const PassSequence> seqs) {
   const int64_t H = c.hidden_size;
   const int64_t QD = c.q_dim();
   const int64_t KVD = c.kv_dim();
-  const int64_t F = c.intermediate_size;
   ensure(x_, m * H);
   ensure(h_, m * H);
   ensure(q_, m * QD);
@@ -263,8 +278,7 @@ void Forward::run(std::span<const PassSequence> seqs) {
   ensure(v_, m * KVD);
   ensure(attn_, m * QD);
   ensure(proj_, m * H);
-  ensure(gate_, m * F);
-  ensure(up_, m * F);
+  ensure(ffn_, m * ffn_stride());
   if (c.parallel_residual) ensure(ffn_out_, m * H);
 
   {
@@ -349,7 +363,7 @@ void Forward::run(std::span<const PassSequence> seqs) {
         trace(name, after_attention.data(), m, H);
       }
       if (!c.shared_attn_ffn_norm) norm_rows(L.ffn_norm, L.ffn_norm_bias, x_.data(), h_.data(), m);
-      feed_forward(L, m, ffn_out_.data());
+      feed_forward(l, m, ffn_out_.data());
       add_to_x(proj_.data());
       add_to_x(ffn_out_.data());
       if (options_.trace) {
@@ -365,7 +379,7 @@ void Forward::run(std::span<const PassSequence> seqs) {
     }
 
     norm_rows(L.ffn_norm, L.ffn_norm_bias, x_.data(), h_.data(), m);
-    feed_forward(L, m, proj_.data());
+    feed_forward(l, m, proj_.data());
     add_to_x(proj_.data());
     if (options_.trace) {
       name = "blk." + std::to_string(l) + ".ffn_out";

@@ -73,7 +73,11 @@ class Forward {
   void store_kv(int64_t layer, const Rows& rows);
   void attention(int64_t layer, const Rows& rows);
   void norm_rows(const Tensor& w, const Tensor& b, const float* in, float* out, int64_t n) const;
-  void feed_forward(const LayerWeights& layer, int64_t m, float* out);
+  void feed_forward(int64_t layer, int64_t m, float* out);
+  int64_t ffn_stride() const {
+    const ModelConfig& c = model_->config();
+    return c.ffn == FfnKind::gated ? 2 * c.intermediate_size : c.intermediate_size;
+  }
   void trace(std::string_view name, const float* values, int64_t n, int64_t dim) const;
   void rope_angles(int64_t position, float* cos_out, float* sin_out) const;
 
@@ -82,12 +86,13 @@ class Forward {
   KvPool& kv_;
   std::vector<double> inv_freq_;
   double rope_scale_ = 1.0;
-  // Per layer, q, k and v as one matrix where the loader put them back to back
-  // (stacked_rows_view, tensor/gather.hpp); undefined where they are apart.
-  std::vector<Tensor> qkv_;
+  // Per layer, q, k and v, and gate and up, as one matrix each where the loader put
+  // them back to back (model/joined_products.hpp); undefined where they are apart.
+  std::vector<Tensor> qkv_, gate_up_;
 
   // Scratch, sized for the largest pass so far.
-  std::vector<float> x_, h_, q_, k_, v_, qkv_out_, attn_, proj_, gate_, up_, out_rows_;
+  std::vector<float> x_, h_, q_, k_, v_, qkv_out_, attn_, proj_, out_rows_;
+  std::vector<float> ffn_;  // [m, ffn_stride()]: a token's [gate | up] (gated FFN) or up (plain)
   std::vector<float> ffn_out_;  // [m, hidden] the FFN's output beside proj_ (parallel residual)
   std::vector<float> cos_, sin_;  // [M, rope_dims/2]
   // Results: a committed set and the one being written (swapped when a pass succeeds).
