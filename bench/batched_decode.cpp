@@ -168,6 +168,7 @@ int main(int argc, char** argv) {
   const double int8_peak = loom::bench::measure_int8_dot_peak_gops(threads);
   std::printf("machine: %d thread(s): streaming read %.1f GB/s, fp32 FMA peak %.1f GFLOP/s, int8 dot peak %.1f GOP/s\n",
               threads, bandwidth, peak, int8_peak);
+  loom::bench::print_scheduling_gaps(threads);
   const double params = loom::bench::matrix_params(config);
   std::printf("model: %s shape, hidden %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld, %.0fM matrix params\n",
               args["--shape"].c_str(), static_cast<long long>(config.hidden_size),

@@ -332,4 +332,63 @@ double measure_int8_dot_peak_gops(int threads) {
   return best_rate(threads, ops_per_thread, [&] { return vnni ? dot_loop_vnni(iterations) : dot_loop_avx2(iterations); });
 }
 
+SchedulingGaps measure_scheduling_gaps(int threads, double seconds) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kGap = std::chrono::microseconds(10);
+  struct Interval {
+    Clock::time_point begin, end;
+  };
+  std::vector<std::vector<Interval>> gaps(static_cast<size_t>(threads));
+  for (auto& g : gaps) g.reserve(static_cast<size_t>(seconds * 20000) + 64);
+  const auto span = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  ThreadPool pool(threads);
+  std::vector<Clock::time_point> started(static_cast<size_t>(threads)), ended(static_cast<size_t>(threads));
+  pool.parallel_for(threads, 1, [&](int64_t, int64_t, int t) {
+    auto& mine = gaps[static_cast<size_t>(t)];
+    const auto start = Clock::now();
+    auto previous = start;
+    for (;;) {
+      const auto now = Clock::now();
+      if (now - previous > kGap && mine.size() < mine.capacity()) mine.push_back({previous, now});
+      previous = now;
+      if (now - start >= span) break;
+    }
+    started[static_cast<size_t>(t)] = start;
+    ended[static_cast<size_t>(t)] = previous;
+  });
+  // Each thread's own share, then the union of every thread's gaps over the time all ran.
+  const auto first = *std::max_element(started.begin(), started.end());
+  const auto last = *std::min_element(ended.begin(), ended.end());
+  const double common = std::chrono::duration<double>(last - first).count();
+  SchedulingGaps out;
+  std::vector<Interval> all;
+  for (size_t t = 0; t < gaps.size(); ++t) {
+    double lost = 0.0;
+    for (const Interval& g : gaps[t]) {
+      lost += std::chrono::duration<double>(g.end - g.begin).count();
+      const Interval clipped{std::max(g.begin, first), std::min(g.end, last)};
+      if (clipped.begin < clipped.end) all.push_back(clipped);
+    }
+    const double ran = std::chrono::duration<double>(ended[t] - started[t]).count();
+    out.per_thread += lost / ran / threads;
+    out.gaps_per_second += static_cast<double>(gaps[t].size()) / ran / threads;
+  }
+  std::sort(all.begin(), all.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  double any = 0.0;
+  for (size_t i = 0; i < all.size();) {
+    auto begin = all[i].begin, end = all[i].end;
+    for (++i; i < all.size() && all[i].begin <= end; ++i) end = std::max(end, all[i].end);
+    any += std::chrono::duration<double>(end - begin).count();
+  }
+  out.any_thread = common > 0.0 ? any / common : 0.0;
+  return out;
+}
+
+void print_scheduling_gaps(int threads) {
+  const SchedulingGaps g = measure_scheduling_gaps(threads);
+  std::printf("machine: %d thread(s): scheduling gaps (steps over 10 us) %.1f%% of a thread's time, %.0f a second; "
+              "some thread in a gap %.1f%% of the time (what a pass of short parallel sections loses)\n",
+              threads, 100.0 * g.per_thread, g.gaps_per_second, 100.0 * g.any_thread);
+}
+
 }  // namespace loom::bench

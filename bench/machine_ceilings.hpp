@@ -51,4 +51,23 @@ double measure_fma_peak_gflops(int threads);
 // with AVX512-VNNI, else VPMADDUBSW + VPMADDWD + VPADDD (AVX2).
 double measure_int8_dot_peak_gops(int threads);
 
+// Time the threads did not run although they had work: each of `threads` threads spins
+// on the clock for `seconds` and counts every step of more than 10 us as a gap (on the
+// VMs of this project's kind, the host taking the vCPU: about 1300 gaps a second of
+// 20-50 us each, and a few of a millisecond or more, on either vCPU; none of them seen
+// by the guest's scheduler). A decode step is dozens of short parallel sections, each
+// done only when its last thread is: a gap on any thread delays the section, so such a
+// pass loses about `any_thread` of its time, where a single stream of work (the
+// bandwidth probe: a thread in a gap leaves the bus to the others) loses about
+// `per_thread` or less.
+struct SchedulingGaps {
+  double per_thread = 0.0;  // mean over the threads of the fraction of time in gaps
+  double any_thread = 0.0;  // fraction of time at least one thread was in a gap
+  double gaps_per_second = 0.0;  // per thread
+};
+SchedulingGaps measure_scheduling_gaps(int threads, double seconds = 1.0);
+// Measures them for a second and prints a "machine:" line: what a decode's share of the
+// bandwidth ceiling cannot win back on this machine.
+void print_scheduling_gaps(int threads);
+
 }  // namespace loom::bench

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     std::printf("machine: %d thread(s): read GB/s by pattern:", t);
     for (const auto& v : probe.variants) std::printf(" %s %.1f;", v.name.c_str(), v.gbs);
     std::printf("\n");
+    loom::bench::print_scheduling_gaps(t);
   }
   std::printf("model: %s shape, hidden %lld, %lld layers, %lld/%lld heads, ffn %lld, vocab %lld, %.0fM matrix params\n",
               args["--shape"].c_str(), static_cast<long long>(config.hidden_size),
