@@ -19,13 +19,14 @@
 // B = 16 the pass reads about as many KV bytes as weight bytes.
 //
 // "GEMM GFLOP/s" is the pass's weight products alone: after a row's runs, every matrix
-// of the model (each layer's in the pass's order, q, k and v as one where the pass
-// multiplies them so, then the output projection) is
+// of the model (each layer's in the pass's order, q, k and v, and gate and up, as one
+// where the pass multiplies them so, then the output projection) is
 // multiplied by B tokens of activations through the same kernels::linear, `steps` times
 // over, timed without the attention, norms and the other work between them. The weights
 // stream from memory as in the pass (the small shape's matrices are several times L3),
-// so this is the GEMM rate inside a decode pass; its share is of the same peak as the
-// pass's.
+// so this is the GEMM rate inside a decode pass; its share ("of peak") is of the same
+// peak as the pass's, and "paired" of the better of that and the same peak measured
+// again right after the products (this VM's compute rate drifts as its bandwidth does).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,9 +41,9 @@
 #include "loom/cpu.hpp"
 #include "loom/thread_pool.hpp"
 #include "machine_ceilings.hpp"
+#include "model/joined_products.hpp"
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
-#include "tensor/gather.hpp"
 #include "synthetic_model.hpp"
 
 namespace {
@@ -88,18 +89,29 @@ Timing run_once(loom::Batch& batch, const std::vector<std::vector<int32_t>>& pro
 double products_seconds(const loom::Model& model, int64_t b, loom::ThreadPool& pool, int steps) {
   const auto& c = model.config();
   std::vector<const loom::Tensor*> matrices;
-  std::vector<loom::Tensor> stacked;  // q|k|v where the pass multiplies them as one
-  stacked.reserve(static_cast<size_t>(c.n_layers));
+  // The groups the pass multiplies as one matrix (model/joined_products.hpp), each in the
+  // place of its first member.
+  std::vector<loom::Tensor> joined;
+  joined.reserve(static_cast<size_t>(c.n_layers) * loom::kJoinedProducts.size());
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const loom::LayerWeights& L = model.weights().layers[static_cast<size_t>(l)];
-    const loom::Tensor* qkv[] = {&L.attn_q, &L.attn_k, &L.attn_v};
-    stacked.push_back(loom::stacked_rows_view(qkv));
-    if (stacked.back().defined()) matrices.push_back(&stacked.back());
     for (const auto& slot : loom::slots::all_slots()) {
       if (slot.role != loom::slots::Role::matrix || !slot.needed(c) || !slot.per_layer) continue;
       const loom::Tensor* w = &loom::slots::tensor_of(model.weights(), slot, l);
-      if (stacked.back().defined() && (w == qkv[0] || w == qkv[1] || w == qkv[2])) continue;
-      matrices.push_back(w);
+      bool covered = false;
+      for (const auto& group : loom::kJoinedProducts) {
+        for (size_t i = 0; i < group.n_members && !covered; ++i) {
+          if (w != &(L.*group.members[i])) continue;
+          loom::Tensor view = loom::joined_view(L, group);
+          if (!view.defined()) break;
+          covered = true;
+          if (i == 0) {
+            joined.push_back(std::move(view));
+            matrices.push_back(&joined.back());
+          }
+        }
+      }
+      if (!covered) matrices.push_back(w);
     }
   }
   for (const auto& slot : loom::slots::all_slots()) {
@@ -177,9 +189,9 @@ int main(int argc, char** argv) {
               static_cast<long long>(config.vocab_size), params / 1e6);
   std::printf("batch: %d-token prompts, %d decode passes, median of %d reps, %s KV cache\n", prompt, steps, reps,
               std::string(loom::dtype_name(kv_dtype)).c_str());
-  std::printf("%-7s %-9s %4s %12s %12s %10s %10s %8s %8s %11s %8s %12s %8s\n", "dtype", "layout", "B", "prefill t/s",
-              "decode t/s", "t/s/seq", "dec GB/s", "bw GB/s", "of bw", "dec GFLOP/s", "of peak", "GEMM GFLOP/s",
-              "of peak");
+  std::printf("%-7s %-9s %4s %12s %12s %10s %10s %8s %8s %11s %8s %12s %8s %8s\n", "dtype", "layout", "B",
+              "prefill t/s", "decode t/s", "t/s/seq", "dec GB/s", "bw GB/s", "of bw", "dec GFLOP/s", "of peak",
+              "GEMM GFLOP/s", "of peak", "paired");
 
   for (const auto& dname : split(args["--dtype"])) {
     const auto dtype = loom::dtype_from_name(dname);
@@ -227,11 +239,17 @@ int main(int argc, char** argv) {
         const double dec_gbs = bytes * steps / median(decode_s) / 1e9;
         const double dec_gflops = 2.0 * params * dec_tps / 1e9;
         const double gemm_gflops = 2.0 * params * static_cast<double>(b) / products_seconds(*model, b, *pool, steps) / 1e9;
-        std::printf("%-7s %-9s %4lld %12.1f %12.2f %10.2f %10.2f %8.1f %7.0f%% %11.1f %7.0f%% %12.1f %7.0f%%%s\n",
+        // The same peak again right after the products: this VM's compute rate drifts too
+        // (the int8 probe read 1062 and 1765 GOP/s at start-up in runs an hour apart), so
+        // "paired" is the products' share of the better of the start-up probe and this one.
+        const double paired_peak = std::max(row_peak, loom::is_quantized(*dtype)
+                                                          ? loom::bench::measure_int8_dot_peak_gops(threads)
+                                                          : loom::bench::measure_fma_peak_gflops(threads));
+        std::printf("%-7s %-9s %4lld %12.1f %12.2f %10.2f %10.2f %8.1f %7.0f%% %11.1f %7.0f%% %12.1f %7.0f%% %7.0f%%%s\n",
                     dname.c_str(), loom::bench::layout_of(*model).c_str(), static_cast<long long>(b), pre_tps, dec_tps,
                     dec_tps / static_cast<double>(b), dec_gbs, row_bandwidth, 100.0 * dec_gbs / row_bandwidth, dec_gflops,
                     100.0 * dec_gflops / row_peak, gemm_gflops, 100.0 * gemm_gflops / row_peak,
-                    loom::is_quantized(*dtype) ? " int8" : "");
+                    100.0 * gemm_gflops / paired_peak, loom::is_quantized(*dtype) ? " int8" : "");
         std::fflush(stdout);
       }
     }
