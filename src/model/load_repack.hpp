@@ -8,10 +8,11 @@
 //    report says which packing, for which ISA, and why.
 //  - With LoadOptions::repack == automatic, each row-major matrix whose dtype has a
 //    kernel-native layout on this CPU is replaced by a packed copy (tensor/packing.hpp).
-// Each changed tensor's record says so. Then each layer's q, k and v, and a gated FFN's
-// gate and up, where loom owns their copies (repacked or converted) in one dtype and
-// layout, are put back to back in one buffer, so the forward pass multiplies them as one
-// matrix (model/joined_products.hpp); a note per group counts the layers.
+// Each changed tensor's record says so. Each layer's q, k and v, and a gated FFN's gate
+// and up, where loom owns their copies (repacked or converted) in one dtype and layout,
+// end up back to back in one buffer (packed straight there when the load repacks them
+// all, else copied there afterwards), so the forward pass multiplies them as one matrix
+// (model/joined_products.hpp); a note per group counts the layers.
 #pragma once
 
 #include <array>
@@ -29,7 +30,8 @@ namespace loom::load {
 
 // Each layer's products of one input (model/joined_products.hpp: q, k and v; a gated
 // FFN's gate and up), where loom owns their copies (not mapped, contiguous) in one dtype
-// and layout, copied back to back into one buffer, so the forward pass multiplies them
+// and layout, copied back to back into one buffer unless they are so already (packed
+// there by settle_layouts), so the forward pass multiplies them
 // as one matrix (joined_view): one product, one activation quantizing and one parallel
 // section instead of two or three, and in decode k and v (a quarter of q's rows each
 // with grouped query attention) stop running on one thread while the others wait

@@ -413,9 +413,24 @@ Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool) {
     throw Error(ErrorCode::invalid_argument, "cannot pack " + t.describe() + " as " +
                                                  std::string(packing_info(packing).name));
   }
+  return pack_into(t, packing, Storage::allocate(static_cast<size_t>(packed_nbytes(packing, t.shape()))), 0, pool);
+}
+
+Tensor pack_into(const Tensor& t, Packing packing, std::shared_ptr<Storage> storage, uint64_t byte_offset,
+                 ThreadPool* pool) {
+  if (!can_pack(t, packing)) {
+    throw Error(ErrorCode::invalid_argument, "cannot pack " + t.describe() + " as " +
+                                                 std::string(packing_info(packing).name));
+  }
   const PackingInfo& info = packing_info(packing);
   const Geometry g = geometry(info, t.shape());
-  Tensor out = Tensor::packed(Storage::allocate(static_cast<size_t>(g.panels * g.stride)), 0, t.shape(), t.dtype(), packing);
+  const auto bytes = static_cast<uint64_t>(g.panels * g.stride);
+  if (!storage || storage->size() < byte_offset || storage->size() - byte_offset < bytes) {
+    throw Error(ErrorCode::internal, "no room to pack " + t.describe() + " as " + std::string(info.name) + ": " +
+                                         std::to_string(bytes) + " bytes at offset " + std::to_string(byte_offset) +
+                                         " of a " + std::to_string(storage ? storage->size() : 0) + "-byte buffer");
+  }
+  Tensor out = Tensor::packed(std::move(storage), byte_offset, t.shape(), t.dtype(), packing);
   const auto* src = static_cast<const uint8_t*>(t.raw_data());
   auto* dst = static_cast<uint8_t*>(out.mutable_raw_data());
   over_panels(pool, g.panels, [&](int64_t begin, int64_t end) {

@@ -226,6 +226,11 @@ bool can_pack(const Tensor& t, Packing packing) noexcept;
 // An owned packed copy of the row-major `t` (can_pack must hold, else
 // Error(invalid_argument)); panels are split over `pool` when one is given.
 Tensor pack(const Tensor& t, Packing packing, ThreadPool* pool = nullptr);
+// The same, written into `storage` (owned, writable) at `byte_offset`, which must leave
+// packed_nbytes(packing, t.shape()) bytes (else Error(internal)): how the loader packs
+// matrices it multiplies as one straight into one buffer (model/joined_products.hpp).
+Tensor pack_into(const Tensor& t, Packing packing, std::shared_ptr<Storage> storage, uint64_t byte_offset,
+                 ThreadPool* pool = nullptr);
 
 // An owned row-major copy of a packed tensor (panels split over `pool` when one is
 // given); a tensor that is not packed is returned as it is (no copy).

@@ -203,3 +203,37 @@ TEST_CASE("stacked_rows_view reads matrices gathered back to back as one, and on
   const Tensor* ragged[] = {&p20b, &p16b};
   CHECK_FALSE(loom::stacked_rows_view(ragged).defined());
 }
+
+TEST_CASE("pack_into packs into a given buffer at an offset, the bytes pack gives, and refuses a buffer without room") {
+  // Two f16 matrices (64-row panels of f16_x64; the second ragged) packed back to back
+  // into one buffer, as the loader packs the matrices it multiplies as one.
+  Tensor a = Tensor::empty(Shape{64, 32}, DType::f16), b = Tensor::empty(Shape{40, 32}, DType::f16);
+  for (Tensor* t : {&a, &b}) {
+    auto* h = t->mutable_data<uint16_t>();
+    for (int64_t i = 0; i < t->numel(); ++i) h[i] = static_cast<uint16_t>(0x3c00 + (i * 37 + t->shape()[0]) % 1021);
+  }
+  const loom::Packing p = loom::Packing::f16_x64;
+  const auto a_bytes = static_cast<uint64_t>(loom::packed_nbytes(p, a.shape()));
+  const auto b_bytes = static_cast<uint64_t>(loom::packed_nbytes(p, b.shape()));
+  REQUIRE(b_bytes == a_bytes);  // the ragged one padded to a whole panel
+  auto storage = loom::Storage::allocate(static_cast<size_t>(a_bytes + b_bytes));
+  const Tensor pa = loom::pack_into(a, p, storage, 0), pb = loom::pack_into(b, p, storage, a_bytes);
+  CHECK(pa.storage() == storage);
+  CHECK(pb.storage() == storage);
+  CHECK(pb.byte_offset() == a_bytes);
+  CHECK(pb.packing() == p);
+  CHECK(pb.shape() == b.shape());
+  const Tensor ref_a = loom::pack(a, p), ref_b = loom::pack(b, p);
+  CHECK(std::memcmp(pa.raw_data(), ref_a.raw_data(), static_cast<size_t>(a_bytes)) == 0);
+  CHECK(std::memcmp(pb.raw_data(), ref_b.raw_data(), static_cast<size_t>(b_bytes)) == 0);
+  const Tensor* parts[] = {&pa, &pb};
+  CHECK(loom::stacked_rows_view(parts).shape() == Shape{104, 32});
+  // One byte short, an offset past the end, no buffer: an internal error naming the tensor.
+  auto small = loom::Storage::allocate(static_cast<size_t>(b_bytes - 1));
+  CHECK_THROWS_WITH(loom::pack_into(b, p, small, 0), Catch::Contains("no room to pack") && Catch::Contains("f16"));
+  CHECK_THROWS_AS(loom::pack_into(b, p, storage, a_bytes + 1), loom::Error);
+  CHECK_THROWS_AS(loom::pack_into(b, p, storage, a_bytes + b_bytes + 64), loom::Error);
+  CHECK_THROWS_AS(loom::pack_into(b, p, nullptr, 0), loom::Error);
+  // Not packable as asked (the wrong dtype): invalid_argument, as pack says.
+  CHECK_THROWS_AS(loom::pack_into(a, loom::Packing::q8_0_x16, storage, 0), loom::Error);
+}
