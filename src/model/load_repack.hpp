@@ -31,10 +31,10 @@ namespace loom::load {
 // Each layer's products of one input (model/joined_products.hpp: q, k and v; a gated
 // FFN's gate and up), where loom owns their copies (not mapped, contiguous) in one dtype
 // and layout, copied back to back into one buffer unless they are so already (packed
-// there by settle_layouts), so the forward pass multiplies them
-// as one matrix (joined_view): one product, one activation quantizing and one parallel
-// section instead of two or three, and in decode k and v (a quarter of q's rows each
-// with grouped query attention) stop running on one thread while the others wait
+// there by settle_layouts), so the forward pass multiplies them as one matrix
+// (joined_view): one product, one activation quantizing and one parallel section
+// instead of two or three, and in decode k and v (a quarter of q's rows each with
+// grouped query attention) stop running on one thread while the others wait
 // (docs/runtime.md, "Products of one input"). Returns, per group of kJoinedProducts, the
 // layers whose matrices now read as one. The last step of settle_layouts; the bench's
 // synthetic models call it too.
