@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
         const double dec_gflops = 2.0 * params * dec_tps / 1e9;
         const double gemm_gflops = 2.0 * params * static_cast<double>(b) / products_seconds(*model, b, *pool, steps) / 1e9;
         // The same peak again right after the products: this VM's compute rate drifts too
-        // (the int8 probe read 1062 and 1765 GOP/s at start-up in runs an hour apart), so
+        // (the int8 probe read 1765 and 1062 GOP/s at start-up in runs 40 minutes apart), so
         // "paired" is the products' share of the better of the start-up probe and this one.
         const double paired_peak = std::max(row_peak, loom::is_quantized(*dtype)
                                                           ? loom::bench::measure_int8_dot_peak_gops(threads)
