@@ -97,21 +97,17 @@ double products_seconds(const loom::Model& model, int64_t b, loom::ThreadPool& p
     const loom::LayerWeights& L = model.weights().layers[static_cast<size_t>(l)];
     for (const auto& slot : loom::slots::all_slots()) {
       if (slot.role != loom::slots::Role::matrix || !slot.needed(c) || !slot.per_layer) continue;
-      const loom::Tensor* w = &loom::slots::tensor_of(model.weights(), slot, l);
-      bool covered = false;
-      for (const auto& group : loom::kJoinedProducts) {
-        for (size_t i = 0; i < group.n_members && !covered; ++i) {
-          if (w != &(L.*group.members[i])) continue;
-          loom::Tensor view = loom::joined_view(L, group);
-          if (!view.defined()) break;
-          covered = true;
-          if (i == 0) {
+      size_t member = 0;
+      if (const loom::JoinedProducts* group = loom::joined_group_of(slot.id, &member)) {
+        if (loom::Tensor view = loom::joined_view(L, *group); view.defined()) {
+          if (member == 0) {
             joined.push_back(std::move(view));
             matrices.push_back(&joined.back());
           }
+          continue;
         }
       }
-      if (!covered) matrices.push_back(w);
+      matrices.push_back(&loom::slots::tensor_of(model.weights(), slot, l));
     }
   }
   for (const auto& slot : loom::slots::all_slots()) {

@@ -25,6 +25,24 @@ Tensor unpack_to(const Tensor& packed, DType dtype, ConvertStats& stats, ThreadP
   return out;
 }
 
+// The load record of `slot`'s tensor of `layer` in `records` (a vector of
+// TensorLoadRecord, const or not), or null.
+template <class Records>
+auto* record_of(Records& records, const slots::WeightSlot& slot, int64_t layer) {
+  const std::string name = slots::full_name(slot, layer);
+  const auto rec = std::find_if(records.begin(), records.end(),
+                                [&](const TensorLoadRecord& r) { return r.internal_name == name; });
+  return rec == records.end() ? nullptr : &*rec;
+}
+
+// The packing a row-major matrix takes at load: the one this CPU's kernels read best,
+// where the options ask for repacking and the matrix can hold it; else none.
+Packing packing_at_load(const LoadOptions& options, const Tensor& t) {
+  if (options.repack == RepackMode::off || t.packing() != Packing::none) return Packing::none;
+  const Packing packing = kernel_registry().preferred_packing(t.dtype());
+  return packing != Packing::none && can_pack(t, packing) ? packing : Packing::none;
+}
+
 // Where settle_one packs a matrix: a buffer of its own (no storage), or `storage` at
 // `offset`.
 struct PackPlace {
@@ -41,41 +59,28 @@ struct PackPlace {
 std::map<const Tensor*, PackPlace> plan_joined_packing(const LoadOptions& options, const ModelWeights& weights,
                                                        const std::vector<TensorLoadRecord>& records) {
   std::map<const Tensor*, PackPlace> places;
-  if (options.repack == RepackMode::off) return places;
-  const KernelRegistry& kernels = kernel_registry();
-  auto has_record = [&](const JoinedProducts& group, size_t member, int64_t layer) {
-    const auto& all = slots::all_slots();
-    const auto slot = std::find_if(all.begin(), all.end(), [&](const slots::WeightSlot& s) {
-      return s.per_layer && s.layer_member == group.members[member];
-    });
-    if (slot == all.end()) return false;
-    const std::string name = slots::full_name(*slot, layer);
-    return std::any_of(records.begin(), records.end(),
-                       [&](const TensorLoadRecord& r) { return r.internal_name == name; });
-  };
   for (size_t l = 0; l < weights.layers.size(); ++l) {
-    const LayerWeights& L = weights.layers[l];
     for (const JoinedProducts& group : kJoinedProducts) {
-      const Tensor& first = L.*group.members[0];
-      const Packing packing = first.defined() ? kernels.preferred_packing(first.dtype()) : Packing::none;
+      const auto members = members_of(weights.layers[l], group);
+      const Tensor& first = *members[0];
+      const Packing packing = first.defined() ? packing_at_load(options, first) : Packing::none;
       if (packing == Packing::none) continue;
       const int64_t panel_rows = packing_info(packing).panel_rows;
       bool all = true;
       uint64_t total = 0;
       for (size_t i = 0; i < group.n_members && all; ++i) {
-        const Tensor& t = L.*group.members[i];
-        all = t.defined() && t.packing() == Packing::none && t.dtype() == first.dtype() && can_pack(t, packing) &&
+        const Tensor& t = *members[i];
+        all = t.defined() && packing_at_load(options, t) == packing &&
               (i + 1 == group.n_members || t.shape()[0] % panel_rows == 0) &&
-              has_record(group, i, static_cast<int64_t>(l));
+              record_of(records, slots::slot(group.members[i]), static_cast<int64_t>(l)) != nullptr;
         if (all) total += static_cast<uint64_t>(packed_nbytes(packing, t.shape()));
       }
       if (!all) continue;
       auto storage = Storage::allocate(static_cast<size_t>(total));
       uint64_t offset = 0;
       for (size_t i = 0; i < group.n_members; ++i) {
-        const Tensor& t = L.*group.members[i];
-        places[&t] = {storage, offset};
-        offset += static_cast<uint64_t>(packed_nbytes(packing, t.shape()));
+        places[members[i]] = {storage, offset};
+        offset += static_cast<uint64_t>(packed_nbytes(packing, members[i]->shape()));
       }
     }
   }
@@ -112,9 +117,8 @@ void settle_one(const LoadOptions& options, std::string_view packed_for, Tensor&
                ") were unpacked to rows: " + reason];
   }
 
-  if (options.repack == RepackMode::off || t.packing() != Packing::none) return;
-  const Packing packing = kernels.preferred_packing(t.dtype());
-  if (packing == Packing::none || !can_pack(t, packing)) return;
+  const Packing packing = packing_at_load(options, t);
+  if (packing == Packing::none) return;
   const auto start = std::chrono::steady_clock::now();
   t = place != nullptr ? pack_into(t, packing, place->storage, place->offset, &pool) : pack(t, packing, &pool);
   rec.repack_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -134,8 +138,7 @@ std::array<int64_t, kJoinedProducts.size()> join_shared_input_products(ModelWeig
         ++joined[g];
         continue;
       }
-      std::array<Tensor*, 3> parts{};
-      for (size_t i = 0; i < group.n_members; ++i) parts[i] = &(L.*group.members[i]);
+      const auto parts = members_of(L, group);
       const Tensor& first = *parts[0];
       const bool owned_alike = std::all_of(parts.begin(), parts.begin() + group.n_members, [&](const Tensor* t) {
         return t->defined() && !t->is_mapped() && t->is_contiguous() && t->dtype() == first.dtype() &&
@@ -159,10 +162,8 @@ void settle_layouts(const LoadOptions& options, std::string_view packed_for, Mod
   // faster for one token (q8_0 the exception) and 2.4-2.7x for eight
   // (docs/quantization.md).
   slots::for_each_product_matrix(weights, [&](Tensor& t, const slots::WeightSlot& owner, int64_t layer) {
-    const std::string name = slots::full_name(owner, layer);
-    auto rec = std::find_if(records.begin(), records.end(),
-                            [&](const TensorLoadRecord& r) { return r.internal_name == name; });
-    if (rec == records.end()) return;
+    TensorLoadRecord* rec = record_of(records, owner, layer);
+    if (rec == nullptr) return;
     const auto place = places.find(&t);
     settle_one(options, packed_for, t, *rec, unpacked, pool, place != places.end() ? &place->second : nullptr);
   });

@@ -125,8 +125,9 @@ std::shared_ptr<const loom::Model> with_apart(const loom::Model& model, std::ini
   for (loom::LayerWeights& L : w.layers) {
     for (const loom::Joined g : groups) {
       const loom::JoinedProducts& group = loom::joined_products(g);
+      const auto members = loom::members_of(L, group);
       for (size_t i = 0; i < group.n_members; ++i) {
-        Tensor* one[] = {&(L.*group.members[i])};
+        Tensor* one[] = {members[i]};
         loom::gather_into_one_buffer(one);
       }
       CHECK_FALSE(loom::joined_view(L, group).defined());
