@@ -145,6 +145,9 @@ struct Q4_0X4 {
 struct Q6KZ {
   static constexpr size_t kBytes = 210;
   struct Constants {
+    // Spelled out so that the members' initializers compile for AVX-512 where the build's
+    // own target (-march=native on an AVX2 machine) lacks it.
+    QZ_INLINE Constants() {}
     __m512i low_mask = _mm512_set1_epi8(0x0F);
     __m512i high_mask = _mm512_set1_epi8(0x30);
     __m512i up = half_counts(4, 2);    // bits 0-1 / 2-3 of qh -> bits 4-5
@@ -224,6 +227,9 @@ struct KPlanesZ {
   static constexpr size_t kBytes = kQ3 ? 110 : 84;
   static constexpr size_t kQs = kQ3 ? 32 : 16;
   struct Constants {
+    // Spelled out so that the members' initializers compile for AVX-512 where the build's
+    // own target (-march=native on an AVX2 machine) lacks it.
+    QZ_INLINE Constants() {}
     __m512i three = _mm512_set1_epi8(3);
     __m512i four = _mm512_set1_epi8(4);
     __m128i low_mask = _mm_set1_epi8(0x0F);
@@ -424,6 +430,9 @@ struct K4Block {
 
   // The loop-invariant vectors the unpacking uses, built once per product.
   struct Constants {
+    // Spelled out so that the members' initializers compile for AVX-512 where the build's
+    // own target (-march=native on an AVX2 machine) lacks it.
+    QZ_INLINE Constants() {}
     __m512i low_mask = _mm512_set1_epi8(0x0F);
     // vpermw indices: i16 lanes 0-15 take scale a, lanes 16-31 scale b
     __m512i lo_index[2] = {half_counts(0, 2), half_counts(4, 6)};
