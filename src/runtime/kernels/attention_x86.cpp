@@ -90,16 +90,16 @@ LOOM_TARGET_AVX2 void softmax_row(float* s, int64_t n) {
   for (int64_t i = full; i < n; ++i) s[i] *= inv1;
 }
 
-// Keeps a loaded vector in a register: without it GCC folds the load into every FMA
-// that uses it (a value row's vector once per query row, a query element's broadcast
-// once per key group), and the loads, not the FMAs, bound the loop. Applied to a plain
-// local: on an array element GCC also kept the array on the stack, a store per load.
-// In cache (a scratch probe calling attend, 4 query rows over 160 f32 positions, the
-// same item again and again) 1.8-2.0 us an item against 2.3-2.4 before.
-template <typename V>
-__attribute__((always_inline)) inline void in_register(V& v) {
-  asm("" : "+v"(v));
-}
+// IN_REGISTER(v) keeps a loaded vector in a register: without it GCC folds the load into
+// every FMA that uses it (a value row's vector once per query row, a query element's
+// broadcast once per key group), and the loads, not the FMAs, bound the loop. Applied to
+// a plain local: on an array element GCC also kept the array on the stack, a store per
+// load. In cache (a scratch probe calling attend, 4 query rows over 160 f32 positions,
+// the same item again and again) 1.8-2.0 us an item against 2.3-2.4 before. A macro,
+// not a helper function: the asm must sit in the kernel, whose target attribute lets a
+// 512-bit operand take a "v" register (clang rejects it in a helper that lacks AVX-512,
+// as any function does on a build machine without it).
+#define IN_REGISTER(v) asm("" : "+v"(v))
 
 // ---- scores: NQ query heads x G groups of up to kLanes consecutive keys ----
 //
@@ -200,7 +200,7 @@ LOOM_TARGET_AVX2 void scores_groups(const float* qt, int64_t hd, const KeyGroup<
     if constexpr (kAhead) ahead.step(d, stride);
     for (int h = 0; h < NQ; ++h) {
       __m256 qb = _mm256_broadcast_ss(qt + d * NQ + h);
-      if constexpr (G > 1) in_register(qb);
+      if constexpr (G > 1) IN_REGISTER(qb);
       for (int g = 0; g < G; ++g) acc[h][g] = _mm256_fmadd_ps(qb, kv[g], acc[h][g]);
     }
   } while (++d < hd);
@@ -237,7 +237,7 @@ LOOM_TARGET_AVX2 void wsum_chunks(const float* p, int64_t pstride, const E* v, i
     __m256 vv[DC];
     for (int c = 0; c < DC; ++c) {
       __m256 x = TAIL ? load_tail(vi, r) : load8(vi + 8 * c);
-      if constexpr (NQ > 1) in_register(x);
+      if constexpr (NQ > 1) IN_REGISTER(x);
       vv[c] = x;
     }
     for (int h = 0; h < NQ; ++h) {
@@ -307,7 +307,7 @@ LOOM_TARGET_AVX512 void scores_groups_512(const float* qt, int64_t hd, const Key
     if constexpr (kAhead) ahead.step(d, stride);
     for (int h = 0; h < NQ; ++h) {
       __m512 qb = _mm512_set1_ps(qt[d * NQ + h]);
-      if constexpr (G > 1) in_register(qb);
+      if constexpr (G > 1) IN_REGISTER(qb);
       for (int g = 0; g < G; ++g) acc[h][g] = _mm512_fmadd_ps(qb, kv[g], acc[h][g]);
     }
   } while (++d < hd);
@@ -345,7 +345,7 @@ LOOM_TARGET_AVX512 void wsum_chunks_512(const float* p, int64_t pstride, const E
     __m512 vv[DC];
     for (int c = 0; c < DC; ++c) {
       __m512 x = TAIL ? load16_tail(vi, m) : load16(vi + 16 * c);
-      if constexpr (NQ > 1) in_register(x);
+      if constexpr (NQ > 1) IN_REGISTER(x);
       vv[c] = x;
     }
     for (int h = 0; h < NQ; ++h) {
@@ -638,5 +638,7 @@ void attend_tokens_avx512(const float* q, int64_t q_token_stride, int64_t n_toke
 }
 
 void exp_avx2(float* x, int64_t n) { exp_inplace(x, n); }
+
+#undef IN_REGISTER
 
 }  // namespace loom::kernels
