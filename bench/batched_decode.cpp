@@ -3,7 +3,7 @@
 //
 //   build/bench/loom_batched_decode [--shape small|1b] [--dtype f16,q8_0,q4_k] [--batch 1,2,4,8,16]
 //                                   [--threads N] [--prompt 128] [--steps 64] [--reps 3] [--repack off,auto]
-//                                   [--kv f32|f16]
+//                                   [--kv f32|f16] [--by-matrix no|yes]
 //
 // For each dtype and batch size B: B different `prompt`-token prompts are prefilled on
 // one Batch (chunked within its token budget), then `steps` passes each decode one token
@@ -27,6 +27,9 @@
 // so this is the GEMM rate inside a decode pass; its share ("of peak") is of the same
 // peak as the pass's, and "paired" of the better of that and the same peak measured
 // again right after the products (this VM's compute rate drifts as its bandwidth does).
+// --by-matrix yes prints, under each row, every kind of matrix's part of those products:
+// how many, their shape, microseconds a pass and rate (its activations' quantizing
+// included), so a low share can be traced to the shapes that lose it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -85,10 +88,22 @@ Timing run_once(loom::Batch& batch, const std::vector<std::vector<int32_t>>& pro
   return t;
 }
 
-// Seconds per pass of the model's weight products alone for B tokens (see the top).
-double products_seconds(const loom::Model& model, int64_t b, loom::ThreadPool& pool, int steps) {
+// One kind of matrix in the pass ("attn_output", "q, k and v", ...): its shape, how many
+// the pass multiplies, and their seconds per pass.
+struct MatrixKind {
+  std::string name;
+  int64_t rows = 0, cols = 0, count = 0;
+  double seconds = 0.0;
+};
+
+// Seconds per pass of the model's weight products alone for B tokens (see the top); with
+// `kinds`, each kind's share of it too (the clock read between products: tens of ns
+// against products of tens of us).
+double products_seconds(const loom::Model& model, int64_t b, loom::ThreadPool& pool, int steps,
+                        std::vector<MatrixKind>* kinds = nullptr) {
   const auto& c = model.config();
   std::vector<const loom::Tensor*> matrices;
+  std::vector<std::string> names;
   // The groups the pass multiplies as one matrix (model/joined_products.hpp), each in the
   // place of its first member.
   std::vector<loom::Tensor> joined;
@@ -103,16 +118,32 @@ double products_seconds(const loom::Model& model, int64_t b, loom::ThreadPool& p
           if (member == 0) {
             joined.push_back(std::move(view));
             matrices.push_back(&joined.back());
+            names.emplace_back(group->what);
           }
           continue;
         }
       }
       matrices.push_back(&loom::slots::tensor_of(model.weights(), slot, l));
+      names.emplace_back(slot.name);
     }
   }
   for (const auto& slot : loom::slots::all_slots()) {
     if (slot.role == loom::slots::Role::matrix && slot.needed(c) && !slot.per_layer) {
       matrices.push_back(&loom::slots::tensor_of(model.weights(), slot, 0));
+      names.emplace_back(slot.name);
+    }
+  }
+  std::vector<size_t> kind_of(matrices.size());
+  if (kinds) {
+    kinds->clear();
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      auto it = std::find_if(kinds->begin(), kinds->end(), [&](const MatrixKind& k) { return k.name == names[i]; });
+      if (it == kinds->end()) {
+        kinds->push_back({names[i], matrices[i]->shape()[0], matrices[i]->shape()[1], 0, 0.0});
+        it = kinds->end() - 1;
+      }
+      ++it->count;
+      kind_of[i] = static_cast<size_t>(it - kinds->begin());
     }
   }
   int64_t widest_in = 0, widest_out = 0;
@@ -124,8 +155,11 @@ double products_seconds(const loom::Model& model, int64_t b, loom::ThreadPool& p
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-3f;
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) {
-    for (const auto* w : matrices) {
-      loom::kernels::linear(*w, nullptr, x.data(), w->shape()[1], b, y.data(), w->shape()[0], pool);
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      const loom::Tensor& w = *matrices[i];
+      const auto m0 = kinds ? Clock::now() : Clock::time_point{};
+      loom::kernels::linear(w, nullptr, x.data(), w.shape()[1], b, y.data(), w.shape()[0], pool);
+      if (kinds) (*kinds)[kind_of[i]].seconds += seconds_since(m0) / steps;
     }
   }
   return seconds_since(t0) / steps;
@@ -138,10 +172,11 @@ int main(int argc, char** argv) {
                                           {"--batch", "1,2,4,8,16"}, {"--threads", "0"},
                                           {"--prompt", "128"},     {"--steps", "64"},
                                           {"--reps", "3"},         {"--repack", "off,auto"},
-                                          {"--kv", "f32"}};
+                                          {"--kv", "f32"},         {"--by-matrix", "no"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!args.count(argv[i])) {
-      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --batch --threads --prompt --steps --reps --repack --kv)\n",
+      std::fprintf(stderr, "unknown flag %s (expected --shape --dtype --batch --threads --prompt --steps --reps --repack --kv "
+                   "--by-matrix)\n",
                    argv[i]);
       return 2;
     }
@@ -157,6 +192,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const loom::DType kv_dtype = *kv;
+  const bool by_matrix = args["--by-matrix"] == "yes";
   std::vector<int64_t> batch_sizes;
   for (const auto& b : split(args["--batch"])) batch_sizes.push_back(std::stoll(b));
   if (prompt < 1 || steps < 1 || reps < 1 || batch_sizes.empty() ||
@@ -234,7 +270,9 @@ int main(int argc, char** argv) {
         const double dec_tps = static_cast<double>(b) * steps / median(decode_s);
         const double dec_gbs = bytes * steps / median(decode_s) / 1e9;
         const double dec_gflops = 2.0 * params * dec_tps / 1e9;
-        const double gemm_gflops = 2.0 * params * static_cast<double>(b) / products_seconds(*model, b, *pool, steps) / 1e9;
+        std::vector<MatrixKind> kinds;
+        const double gemm_gflops =
+            2.0 * params * static_cast<double>(b) / products_seconds(*model, b, *pool, steps, by_matrix ? &kinds : nullptr) / 1e9;
         // The same peak again right after the products: this VM's compute rate drifts too
         // (the int8 probe read 1765 and 1062 GOP/s at start-up in runs 40 minutes apart), so
         // "paired" is the products' share of the better of the start-up probe and this one.
@@ -246,6 +284,12 @@ int main(int argc, char** argv) {
                     dec_tps / static_cast<double>(b), dec_gbs, row_bandwidth, 100.0 * dec_gbs / row_bandwidth, dec_gflops,
                     100.0 * dec_gflops / row_peak, gemm_gflops, 100.0 * gemm_gflops / row_peak,
                     100.0 * gemm_gflops / paired_peak, loom::is_quantized(*dtype) ? " int8" : "");
+        for (const MatrixKind& k : kinds) {
+          const double gops = 2.0 * static_cast<double>(k.rows * k.cols * k.count * b) / k.seconds / 1e9;
+          std::printf("    %-12s %2lld x %5lld x %5lld  %9.1f us a pass  %8.1f %s/s  %4.0f%% of peak\n", k.name.c_str(),
+                      static_cast<long long>(k.count), static_cast<long long>(k.rows), static_cast<long long>(k.cols),
+                      k.seconds * 1e6, gops, loom::is_quantized(*dtype) ? "GOP" : "GFLOP", 100.0 * gops / row_peak);
+        }
         std::fflush(stdout);
       }
     }
