@@ -14,8 +14,8 @@
 #   cmake -DLOOM_COMPILE_COMMANDS=<build>/compile_commands.json -DLOOM_SOURCE_DIR=<root>
 #         [-DLOOM_MARCHES="x86-64;x86-64-v3"] [-DLOOM_COMPILER=<clang++>] -P check_isa_targets.cmake
 #
-# LOOM_COMPILER compiles with another compiler than the build's (the other compiler's
-# unknown warning options are let pass): clang and GCC reject different things (clang a
+# LOOM_COMPILER compiles with another compiler than the build's (its unknown warning
+# options and unused arguments are let pass): clang and GCC reject different things (clang a
 # 512-bit operand of an inline asm in a helper without AVX-512, which GCC takes).
 #
 # Checked: the entries of <root>/src whose file, or a project header it includes
@@ -89,7 +89,7 @@ foreach(_i RANGE 0 ${_last})
   endif()
   if(LOOM_COMPILER)
     list(REMOVE_AT _args 0)
-    list(INSERT _args 0 "${LOOM_COMPILER}" -Wno-unknown-warning-option)
+    list(INSERT _args 0 "${LOOM_COMPILER}" -Wno-unknown-warning-option -Wno-unused-command-line-argument)
   endif()
   # Drop the ISA, optimization, output and dependency-file arguments; keep the rest
   # (defines, includes, warnings, standard) as the build has them.
