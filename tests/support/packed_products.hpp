@@ -1,6 +1,7 @@
 // Test helper: what every packed-weight kernel must do, checked for one packed matrix
 // against its rows — agree with the row-major kernel within f32 rounding, give the
-// scalar family's bits (also with the whole product capped to the scalar family), the
+// scalar family's bits (also with the whole product capped to AVX2 or to the scalar
+// family), the
 // same bits on one thread, for each token alone (batch invariance), and add a bias once.
 // Header-only: it reports through Catch's assertions.
 #pragma once
@@ -109,6 +110,16 @@ inline void check_packed_products(const Tensor& w, const Tensor& p, std::mt19937
       kernels::linear(p, nullptr, x.data(), cols, n, capped.data(), rows, two);
       scalar(p, x.data(), cols, n, capped_scalar.data(), rows);
       CHECK(same_bits(capped, capped_scalar));
+    }
+    if (best_supported_isa() >= Isa::avx2) {
+      // Capped to AVX2 (the AVX2 tiles where the packing has them, else the scalar
+      // family): the scalar kernel's bits.
+      IsaScope cap(Isa::avx2);
+      std::vector<float> capped = n_floats(n), capped_scalar = n_floats(n);
+      kernels::linear(p, nullptr, x.data(), cols, n, capped.data(), rows, two);
+      scalar(p, x.data(), cols, n, capped_scalar.data(), rows);
+      CHECK(same_bits(capped, capped_scalar));
+      CHECK(same_bits(capped, packed));
     }
     // One thread: the same bits.
     std::vector<float> single = n_floats(n);

@@ -476,6 +476,167 @@ struct Tiles32 {
   }
 };
 
+// ---- AVX2: P panels x T tokens, each panel as two halves of 8 rows ----
+//
+// Without VPDPBUSD a 32-byte half of a quant vector (4 columns of 8 rows) meets four
+// broadcast activation bytes in VPMADDUBSW (unsigned weight bytes times signed
+// activation bytes, adjacent pairs summed into 16 bits), and VPMADDWD against ones adds
+// the pairs into one 32-bit lane a row. The nibble formats' pairs fit 16 bits with room
+// to spare: |pair| <= 2 * 15 * 127 = 3810, so a run's 8 VPMADDUBSW (4 vectors, low and
+// high nibbles) add up in 16 bits (<= 30480) and widen once; with fifth bits (q5_0,
+// q5_1, weights up to 31) they widen after every 2 vectors (<= 31496). The byte formats
+// (q8_0, gq8: q + 128 up to 255) would overflow a pair, so they have no AVX2 tiles and
+// keep the row-major kernels there. The dots are the same exact integers as VNNI's and
+// the scalar family's, scaled into the accumulators in the same order: the same bits.
+// A tile takes the panels' upper halves (rows 0-7) over the whole row, then the lower
+// ones, so its accumulators (P x T vectors) stay in registers; the second pass reads the
+// panel from L1 or L2, where the first pass brought it (a q4_0 panel of 1024 columns is
+// 9 KiB), and only the first pass prefetches.
+
+#define PA_INLINE LOOM_TARGET_AVX2 __attribute__((always_inline)) inline
+
+// Vectors of a run whose products add up in 16 bits before widening (above).
+template <class F>
+constexpr int kVectorsIn16Bits = F::kMasks >= 0 ? 2 : 4;
+static_assert(Q4_0Format::kVectors % kVectorsIn16Bits<Q4_0Format> == 0 &&
+              Q5_0Format::kVectors % kVectorsIn16Bits<Q5_0Format> == 0);
+
+// The 32 bits of a fifth-bit mask that belong to a half vector's 32 bytes (lane_bit:
+// bit i for byte i), as bytes of 0x10 where set: each byte takes its bit's mask byte
+// (VPSHUFB within each 128-bit lane, which both hold the 4 bytes), keeps its bit and
+// compares.
+PA_INLINE __m256i fifth_bits_avx2(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int32_t>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// Run s of group gi of the P panels' half h (rows 8h..8h+7) against the T tokens from
+// t0, into the tile's accumulators; kPrefetch: request the group's lines ahead
+// (prefetch_step, as the VNNI tiles do).
+template <class F, int P, int T, int h, bool kPrefetch>
+PA_INLINE void half_run_avx2(const uint8_t* const (&panel)[P], const uint8_t* const (&act)[T], const Acts& a,
+                             int64_t t0, int64_t gi, int s, __m256 (&acc)[P][T]) {
+  constexpr int kIn16 = kVectorsIn16Bits<F>;
+  const int64_t b = gi * F::kRuns + s;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256i dot[P][T], sum16[P][T];
+  _Pragma("GCC unroll 4") for (int j = 0; j < F::kVectors; ++j) {
+    __m256i lo[P], hi[P];
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) {
+      const uint8_t* group = panel[p] + gi * kGroup<F>;
+      const uint8_t* at = group + F::Layout::quants + s * kRunBytes<F> + j * 64;
+      if constexpr (kPrefetch) {
+        prefetch_step<T, kGroup<F>, F::kRuns * F::kVectors, F::kTileHint, F::Layout::quants>(group, at,
+                                                                                             s * F::kVectors + j);
+      }
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 32 * h));
+      lo[p] = _mm256_and_si256(v, low4);
+      hi[p] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      if constexpr (F::kMasks >= 0) {  // the fifth bits: +16 where set (the nibbles' bit 4 is clear)
+        uint32_t ml, mh;
+        std::memcpy(&ml, group + F::Layout::mask_at(j, false) + 4 * h, 4);
+        std::memcpy(&mh, group + F::Layout::mask_at(j, true) + 4 * h, 4);
+        lo[p] = _mm256_or_si256(lo[p], fifth_bits_avx2(ml));
+        hi[p] = _mm256_or_si256(hi[p], fifth_bits_avx2(mh));
+      }
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+      int32_t four;
+      std::memcpy(&four, act[t] + b * kActBlockBytes + 4 * j, 4);
+      const __m256i al = _mm256_set1_epi32(four);
+      std::memcpy(&four, act[t] + b * kActBlockBytes + 16 + 4 * j, 4);
+      const __m256i ah = _mm256_set1_epi32(four);
+      _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) {
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], al), _mm256_maddubs_epi16(hi[p], ah));
+        sum16[p][t] = j % kIn16 == 0 ? pairs : _mm256_add_epi16(sum16[p][t], pairs);
+        if (j % kIn16 == kIn16 - 1) {
+          const __m256i wide = _mm256_madd_epi16(sum16[p][t], ones);
+          dot[p][t] = j == kIn16 - 1 ? wide : _mm256_add_epi32(dot[p][t], wide);
+        }
+      }
+    }
+  }
+  _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) {
+    const uint8_t* group = panel[p] + gi * kGroup<F>;
+    const __m256 dw = _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + F::Layout::scales + 16 * h)));
+    [[maybe_unused]] __m256 mw;
+    if constexpr (F::kMins >= 0) {
+      mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + F::kMins + 16 * h)));
+    }
+    [[maybe_unused]] __m256i zero;
+    if constexpr (F::kZeros >= 0) {
+      const __m128i z = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(group + F::kZeros + 8 * h));
+      zero = _mm256_and_si256(_mm256_cvtepu8_epi32(z), _mm256_set1_epi32(0xF));
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+      const int64_t at = (t0 + t) * a.nb + b;
+      __m256i d = dot[p][t];
+      if constexpr (F::kZeros >= 0) {
+        d = _mm256_add_epi32(d, _mm256_mullo_epi32(zero, _mm256_set1_epi32(a.starts[at])));
+      } else if constexpr (F::kBias != 0) {
+        d = _mm256_add_epi32(d, _mm256_set1_epi32(a.starts[at]));
+      }
+      const __m256 da = _mm256_set1_ps(a.da[at]);
+      acc[p][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dw, da), acc[p][t]);
+      if constexpr (F::kMins >= 0) {
+        acc[p][t] = _mm256_fmadd_ps(_mm256_set1_ps(static_cast<float>(a.sums[at])), _mm256_mul_ps(mw, da), acc[p][t]);
+      }
+    }
+  }
+}
+
+// Half h of the P panels p0, p0 + ps, ... over the whole row against T tokens, stored.
+template <class F, int P, int T, int h>
+PA_INLINE void half_tile_avx2(const Weights& w, const uint8_t* const (&panel)[P], const uint8_t* const (&act)[T],
+                              const Acts& a, int64_t p0, int64_t ps, int64_t t0, float* y, int64_t ys) {
+  __m256 acc[P][T];
+  _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) {
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) acc[p][t] = _mm256_setzero_ps();
+  }
+  for (int64_t gi = 0; gi < w.groups; ++gi) {
+    for (int s = 0; s < F::kRuns; ++s) half_run_avx2<F, P, T, h, h == 0>(panel, act, a, t0, gi, s, acc);
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) {
+    const int64_t row0 = (p0 + p * ps) * kPanelRows + 8 * h;
+    const int64_t valid = std::min<int64_t>(8, w.rows - row0);
+    if (valid <= 0) continue;
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(valid)), lane);
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+      float* out = y + (t0 + t) * ys + row0;
+      if (valid == 8) {
+        _mm256_storeu_ps(out, acc[p][t]);
+      } else {
+        _mm256_maskstore_ps(out, keep, acc[p][t]);
+      }
+    }
+  }
+}
+
+// F's AVX2 tiles (avx2_panels, packed_panels.hpp): up to 4 tokens on one panel, decode
+// on two panels side by side (two weight streams a thread, as the VNNI tiles).
+template <class F>
+struct Avx2Tiles32 {
+  static constexpr int kMaxTokens = 4;
+  static constexpr int max_tokens(int64_t) { return kMaxTokens; }
+  static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
+  static constexpr bool kWideFirst = false;
+  template <int P, int T>
+  PA_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
+                             int64_t ys) {
+    const uint8_t* panel[P];
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) panel[p] = panel_at(w, p0 + p * ps);
+    const uint8_t* act[T];
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) act[t] = a.quants_of(t0 + t, 0);
+    half_tile_avx2<F, P, T, 0>(w, panel, act, a, p0, ps, t0, y, ys);
+    half_tile_avx2<F, P, T, 1>(w, panel, act, a, p0, ps, t0, y, ys);
+  }
+};
+
 // Each of `nb` q8_0 blocks' (34 bytes apart) scale widened to f32 and the sum of its 32
 // signed quants (from byte 2): as unsigned bytes (q ^ 0x80 = q + 128) through VPSADBW
 // against zero, minus 32 * 128. Exact integers and exact widenings, so any family's
@@ -566,6 +727,10 @@ struct Kernel {
   static constexpr auto weights = &weights_of<F>;
   template <class F>
   using Tiles = Tiles32<F>;
+  template <class F>
+  static constexpr bool kAvx2 = F::kNibbles;  // the formats with AVX2 tiles
+  template <class F>
+  using Avx2Tiles = Avx2Tiles32<F>;
   template <class F>
   static constexpr auto scalar = &scalar_panels<F>;
 };

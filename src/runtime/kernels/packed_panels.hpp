@@ -22,9 +22,11 @@ namespace loom::kernels {
 // Rows interleaved in one panel, in every packing (tensor/packing.hpp).
 inline constexpr int64_t kPackedPanelRows = 16;
 
-// Whether this CPU (at the current ISA cap) runs the packed kernels natively (AVX-512
-// VNNI): the runtime prefers packings only then (preferred_packing); elsewhere a packed
-// weight still works through the scalar family, which computes the same numbers slowly.
+// Whether this CPU (at the current ISA cap) runs the packed kernels' VNNI tiles (AVX-512
+// VNNI). The runtime prefers a packing only where its products run natively
+// (preferred_packing, packed_native below): here, or on AVX2 for the formats with AVX2
+// tiles; elsewhere a packed weight still works through the scalar family, which
+// computes the same numbers slowly.
 inline bool packed_vnni_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
 
 // How far ahead of its loads each panel stream prefetches, in every packed kernel: 4 KiB.
@@ -156,6 +158,53 @@ void vnni_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_
                       });
 }
 
+// The same for a kernel file's AVX2 tiles (K::Avx2Tiles, where VNNI is missing): the
+// functions above with the AVX2 target instead of VNNI's, which a target attribute
+// cannot take as a parameter.
+template <class Tiles, int T, class Weights, class Acts>
+LOOM_TARGET_AVX2 void panels_tile_avx2(const Weights& w, int64_t p0, int64_t p1, const Acts& a, int64_t t0, float* y,
+                                       int64_t ys) {
+  constexpr int kP = Tiles::panels_for(T);
+  const int64_t part = (p1 - p0) / kP;
+  for (int64_t i = 0; i < part; ++i) Tiles::template tile<kP, T>(w, p0 + i, part, a, t0, y, ys);
+  for (int64_t p = p0 + part * kP; p < p1; ++p) Tiles::template tile<1, T>(w, p, 1, a, t0, y, ys);
+}
+
+template <class Tiles, class Weights, class Acts, int... kWidth>
+constexpr auto panels_tiles_avx2(std::integer_sequence<int, kWidth...>) {
+  return std::array{&panels_tile_avx2<Tiles, kWidth + 1, Weights, Acts>...};
+}
+
+template <class Tiles, class Weights, class Acts>
+void avx2_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_t n_tokens, float* y, int64_t ys,
+                 int64_t block_multiple) {
+  static constexpr auto kTiles =
+      panels_tiles_avx2<Tiles, Weights, Acts>(std::make_integer_sequence<int, Tiles::kMaxTokens>{});
+  for_each_panel_tile(p0, p1, n_tokens, Tiles::max_tokens(n_tokens), w.panel_bytes, block_multiple, Tiles::kWideFirst,
+                      [&](int64_t b0, int64_t b1, int64_t t0, int64_t width) {
+                        kTiles[static_cast<size_t>(width - 1)](w, b0, b1, a, t0, y, ys);
+                      });
+}
+
+// Whether kernel file K has AVX2 tiles for format F (K::kAvx2<F>, K::Avx2Tiles<F>).
+template <class K, class F>
+constexpr bool has_avx2_tiles() {
+  if constexpr (requires { K::template kAvx2<F>; }) {
+    return K::template kAvx2<F>;
+  } else {
+    return false;
+  }
+}
+
+// Whether F's packed products run natively at the current ISA cap: the VNNI tiles, or
+// K's AVX2 tiles where it has them.
+template <class K, class F>
+bool packed_native() noexcept {
+  if (packed_vnni_native()) return true;
+  if constexpr (has_avx2_tiles<K, F>()) return active_isa() >= Isa::avx2;
+  return false;
+}
+
 // One packing's products in a packed-kernel file: the full one (the native kernel where
 // it runs, the scalar family elsewhere), the scalar family's alone (the tests'
 // reference), and whether the native kernel runs on this CPU at the current ISA cap (the
@@ -205,6 +254,8 @@ void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bi
 //   K::quantize<F>(x, x_stride, n_tokens, cols, buffers, pool or nullptr) -> activations;
 //   K::weights<F>(w)          the weight's panels (checks w's packing, dtype and rank);
 //   K::Tiles<F>               F's VNNI tiles (vnni_panels);
+//   K::kAvx2<F>, K::Avx2Tiles<F>  optional: whether F has AVX2 tiles (avx2_panels), which
+//                             run where VNNI does not;
 //   K::scalar<F>              (weights, activations, p0, p1, n_tokens, y, y_stride): the
 //                             panels [p0, p1) on the scalar family;
 //   K::kPanelGrain            panels per unit of the split over the pool and of the L2 blocks.
@@ -218,10 +269,17 @@ void run_packed(const Tensor& w, const Tensor* bias, const float* x, int64_t x_s
   thread_local typename K::Buffers buffers_storage;
   typename K::Buffers& buffers = buffers_storage;
   const auto acts = K::template quantize<F>(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
-  const bool native = packed_vnni_native();
+  const bool vnni = packed_vnni_native();
+  [[maybe_unused]] const bool avx2 = !vnni && packed_native<K, F>();
   over_panels(pool, weights.rows, K::kPanelGrain, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
-    if (native) {
+    if (vnni) {
       vnni_panels<typename K::template Tiles<F>>(weights, acts, p0, p1, n_tokens, y, y_stride, K::kPanelGrain);
+    } else if constexpr (has_avx2_tiles<K, F>()) {
+      if (avx2) {
+        avx2_panels<typename K::template Avx2Tiles<F>>(weights, acts, p0, p1, n_tokens, y, y_stride, K::kPanelGrain);
+      } else {
+        K::template scalar<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
+      }
     } else {
       K::template scalar<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     }
@@ -241,7 +299,7 @@ void run_packed_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_
 // A format's table entry.
 template <class K, class F>
 constexpr PackedProducts products_of() {
-  return {F::packing, run_packed<K, F>, run_packed_scalar<K, F>, packed_vnni_native};
+  return {F::packing, run_packed<K, F>, run_packed_scalar<K, F>, packed_native<K, F>};
 }
 
 }  // namespace loom::kernels
