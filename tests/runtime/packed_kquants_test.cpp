@@ -118,17 +118,25 @@ TEST_CASE("packed k-quants (q2_k .. q6_k): a NaN activation block gives NaN outp
   }
 }
 
-TEST_CASE("packed k-quants: the kernels ask for the packing only where the VNNI kernel runs") {
+TEST_CASE("packed k-quants: the kernels ask for the packing where the VNNI kernel runs, and for q4_k and q5_k where AVX2 does") {
   const bool vnni = loom::active_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
-  CHECK(loom::kernels::preferred_packing(DType::q4_k) == (vnni ? Packing::q4_k_x16 : Packing::none));
+  const bool avx2 = loom::active_isa() >= loom::Isa::avx2;
+  CHECK(loom::kernels::preferred_packing(DType::q4_k) == (vnni || avx2 ? Packing::q4_k_x16 : Packing::none));
+  CHECK(loom::kernels::preferred_packing(DType::q5_k) == (vnni || avx2 ? Packing::q5_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q6_k) == (vnni ? Packing::q6_k_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::q5_k) == (vnni ? Packing::q5_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q3_k) == (vnni ? Packing::q3_k_x16 : Packing::none));
   CHECK(loom::kernels::preferred_packing(DType::q2_k) == (vnni ? Packing::q2_k_x16 : Packing::none));
-  IsaScope cap(loom::Isa::avx2);
+  {
+    IsaScope cap(loom::Isa::avx2);
+    const bool has_avx2 = loom::active_isa() == loom::Isa::avx2;
+    CHECK(loom::kernels::preferred_packing(DType::q4_k) == (has_avx2 ? Packing::q4_k_x16 : Packing::none));
+    CHECK(loom::kernels::preferred_packing(DType::q5_k) == (has_avx2 ? Packing::q5_k_x16 : Packing::none));
+    CHECK(loom::kernels::preferred_packing(DType::q6_k) == Packing::none);
+    CHECK(loom::kernels::preferred_packing(DType::q3_k) == Packing::none);
+    CHECK(loom::kernels::preferred_packing(DType::q2_k) == Packing::none);
+    CHECK_FALSE(loom::kernels::packed_vnni_native());
+  }
+  IsaScope cap(loom::Isa::scalar);
   CHECK(loom::kernels::preferred_packing(DType::q4_k) == Packing::none);
   CHECK(loom::kernels::preferred_packing(DType::q5_k) == Packing::none);
-  CHECK(loom::kernels::preferred_packing(DType::q6_k) == Packing::none);
-  CHECK(loom::kernels::preferred_packing(DType::q2_k) == Packing::none);
-  CHECK_FALSE(loom::kernels::packed_vnni_native());
 }

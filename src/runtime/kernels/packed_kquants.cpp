@@ -83,6 +83,7 @@ struct NibbleK {
   static constexpr Packing packing = kPacking;
   static constexpr DType dtype = kDtype;
   using L = Layout;
+  static constexpr bool kFifthBitValues = kFifthBit;
   static constexpr int64_t kGroupBytes = L::group;
   static constexpr int64_t kDmin = L::dmin, kScales = L::scales, kMins = L::mins;
   static constexpr int64_t kQuants = L::quant_at(0, 0);  // where a group's quant vectors start
@@ -275,6 +276,137 @@ struct NibbleK {
 
 using Q4K = NibbleK<packed_layout::Q4K, Packing::q4_k_x16, DType::q4_k, false>;
 using Q5K = NibbleK<packed_layout::Q5K, Packing::q5_k_x16, DType::q5_k, true>;
+
+#define PKA_INLINE LOOM_TARGET_AVX2 __attribute__((always_inline)) inline
+
+// ---- AVX2 tiles of q4_k_x16 and q5_k_x16: each panel as two halves of 8 rows ----
+//
+// As the 32-element formats' AVX2 tiles (packed_blocks32.cpp): a sub-block's 8 quant
+// vectors meet their activations in VPMADDUBSW, 16-bit sums that fit (8 x 2 x 15 x 127
+// for nibbles; q5_k's values up to 31 widen after every 4 vectors), and one VPMADDWD
+// against the rows' scales (each lane's two 16-bit halves the row's 6-bit scale) widens
+// them and weighs them at once. The mins' sums take a VPMADDWD each, as VPDPWSSD's do in
+// the VNNI tiles; the integers and the two FMAs a block are the scalar family's, so the
+// same bits. A tile takes the panels' rows 0-7 over the whole row, then rows 8-15, its
+// accumulators in registers; only the first pass prefetches.
+template <class F>
+struct Avx2NibbleK {
+  using L = typename F::L;
+  static constexpr int kMaxTokens = 4;
+  static constexpr int max_tokens(int64_t) { return kMaxTokens; }
+  static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
+  static constexpr bool kWideFirst = false;
+  // Decode (1 token) takes both halves of its panels in one pass, so the memory stream
+  // never waits for a second pass; wider tiles take them one after the other, which
+  // keeps their accumulators in registers. Decode measured the same either way here
+  // (loom_ab_builds --batch 1 --repack auto, AVX2-only EPYC, 2026-12-06: q4_k 0.998x,
+  // q4_0 0.998x against two passes; one panel a thread against two, 0.999x and 1.001x).
+  static constexpr int kBothHalvesTokens = 1;
+  static constexpr bool kFifthBit = F::kFifthBitValues;
+  static constexpr int kIn16 = kFifthBit ? 4 : 8;  // vectors summed in 16 bits
+
+  template <int P, int T>
+  PKA_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
+                              int64_t ys) {
+    if constexpr (T <= kBothHalvesTokens) {
+      halves_tile<P, T, 0, 2>(w, p0, ps, a, t0, y, ys);
+    } else {
+      halves_tile<P, T, 0, 1>(w, p0, ps, a, t0, y, ys);
+      halves_tile<P, T, 1, 1>(w, p0, ps, a, t0, y, ys);
+    }
+  }
+
+  // Halves kH0 .. kH0 + kHalves - 1 of the P panels against T tokens, stored: Q = P x
+  // kHalves half panels side by side, half panel q being half kH0 + q % kHalves (rows
+  // 8h..8h+7) of panel q / kHalves, sharing each broadcast of the activations.
+  template <int P, int T, int kH0, int kHalves>
+  PKA_INLINE static void halves_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
+                                     int64_t ys) {
+    constexpr int Q = P * kHalves;
+    __m256 acc[Q][T];
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) acc[q][t] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < w.nb; ++b) {
+      const uint8_t* g[Q];
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) g[q] = w.group(p0 + q / kHalves * ps, b);
+      const uint8_t* act[T];
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
+      __m256i isum[Q][T];
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
+      }
+      for (int s = 0; s < 8; ++s) sub_block<Q, T, kH0, kHalves>(g, act, s, isum);
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+        const int h = kH0 + q % kHalves;
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[q] + L::d + 16 * h)));
+        const __m256 dmw =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[q] + F::kDmin + 16 * h)));
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+          __m256i msum = _mm256_setzero_si256();
+          _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
+            const __m256i mk = _mm256_cvtepu8_epi16(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[q] + F::kMins + k * 32 + 16 * h)));
+            msum = _mm256_add_epi32(
+                msum, _mm256_madd_epi16(mk, _mm256_set1_epi32(a.mins[((t0 + t) * w.nb + b) * 4 + k])));
+          }
+          const __m256 da = _mm256_set1_ps(a.da[(t0 + t) * w.nb + b]);
+          acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[q][t]), _mm256_mul_ps(dw, da), acc[q][t]);
+          acc[q][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[q][t]);
+        }
+      }
+    }
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+      const int64_t row0 = (p0 + q / kHalves * ps) * kPanelRows + 8 * (kH0 + q % kHalves);
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+        store_half_panel_avx2(y + (t0 + t) * ys + row0, acc[q][t], row0, w.rows);
+      }
+    }
+  }
+
+  // Sub-block s (nibble half s % 2 of pair s / 2) of the Q half panels (halves_tile):
+  // its 8 vectors' products, weighed by the rows' scales, into isum. The first half of
+  // each panel requests its lines ahead (prefetch_step).
+  template <int Q, int T, int kH0, int kHalves>
+  PKA_INLINE static void sub_block(const uint8_t* const (&g)[Q], const uint8_t* const (&act)[T], int s,
+                                   __m256i (&isum)[Q][T]) {
+    const int pair = s / 2, half = s % 2;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i sc[Q];
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+      const int h = kH0 + q % kHalves;
+      const __m256i s32 = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g[q] + F::kScales + s * 16 + 8 * h)));
+      sc[q] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));  // the scale in both 16-bit halves
+    }
+    __m256i sum16[Q][T];
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; ++j) {
+      __m256i u[Q];
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+        const int h = kH0 + q % kHalves;
+        const uint8_t* at = g[q] + L::quant_at(0, 32 * pair + 4 * j);
+        if (h == 0 && half == 0) prefetch_step<T, F::kGroupBytes, 32, _MM_HINT_T0, F::kQuants>(g[q], at, pair * 8 + j);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 32 * h));
+        u[q] = half == 0 ? _mm256_and_si256(v, low4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        if constexpr (kFifthBit) {
+          uint32_t m;
+          std::memcpy(&m, g[q] + L::mask_at(pair, j) + 8 * half + 4 * h, 4);
+          u[q] = _mm256_or_si256(u[q], fifth_bits_avx2(m));
+        }
+      }
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+        int32_t four;
+        std::memcpy(&four, act[t] + 32 * s + 4 * j, 4);
+        const __m256i av = _mm256_set1_epi32(four);
+        _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+          const __m256i pairs = _mm256_maddubs_epi16(u[q], av);
+          sum16[q][t] = j % kIn16 == 0 ? pairs : _mm256_add_epi16(sum16[q][t], pairs);
+          if (j % kIn16 == kIn16 - 1) isum[q][t] = _mm256_add_epi32(isum[q][t], _mm256_madd_epi16(sum16[q][t], sc[q]));
+        }
+      }
+    }
+  }
+};
 
 // ---- q6_k_x16, q3_k_x16, q2_k_x16 (tensor/packing.hpp): sixteen groups of 16 columns a
 // block, one scale per group and row, the values of each half in column chunks ----
@@ -642,6 +774,10 @@ struct Kernel {
   static constexpr auto weights = &weights_of<F>;
   template <class F>
   using Tiles = F;  // NibbleK and SixteenK are their own tiles
+  template <class F>
+  static constexpr bool kAvx2 = F::dtype == DType::q4_k || F::dtype == DType::q5_k;  // the formats with AVX2 tiles
+  template <class F>
+  using Avx2Tiles = Avx2NibbleK<F>;
   template <class F>
   static constexpr auto scalar = &scalar_panels<F>;
 };

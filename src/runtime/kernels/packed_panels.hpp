@@ -186,6 +186,31 @@ void avx2_panels(const Weights& w, const Acts& a, int64_t p0, int64_t p1, int64_
                       });
 }
 
+// An AVX2 tile's 8 outputs of one token for rows row0..row0 + 7 of a `rows`-row weight
+// (the panel's half that holds them), stored at out[0..]: those that exist.
+LOOM_TARGET_AVX2 __attribute__((always_inline)) inline void store_half_panel_avx2(float* out, __m256 v, int64_t row0,
+                                                                                 int64_t rows) {
+  const int64_t valid = rows - row0;
+  if (valid >= 8) {
+    _mm256_storeu_ps(out, v);
+  } else if (valid > 0) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    _mm256_maskstore_ps(out, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(valid)), lane), v);
+  }
+}
+
+// The 32 bits of a fifth-bit mask (tensor/packing.hpp) that belong to a half vector's
+// 32 bytes (lane_bit: bit i for byte i), as bytes of 0x10 where set: each byte takes its
+// bit's mask byte (VPSHUFB within each 128-bit lane, which both hold the 4 bytes), keeps
+// its bit and compares.
+LOOM_TARGET_AVX2 __attribute__((always_inline)) inline __m256i fifth_bits_avx2(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int32_t>(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
 // Whether kernel file K has AVX2 tiles for format F (K::kAvx2<F>, K::Avx2Tiles<F>).
 template <class K, class F>
 constexpr bool has_avx2_tiles() {
