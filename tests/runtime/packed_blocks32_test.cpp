@@ -138,22 +138,18 @@ TEST_CASE("packed 32-element runs: products of 1 to 4 tokens keep their bits whe
   }
 }
 
-TEST_CASE("packed 32-element runs: the kernels ask for the packing where the VNNI kernel runs, and for the nibble formats where AVX2 does") {
-  // The nibble formats have AVX2 tiles (packed_blocks32.cpp); the byte formats (q8_0,
-  // gq8) keep their row-major kernels without VNNI.
-  auto nibbles = [](DType d) { return d != DType::q8_0 && d != DType::gq8_32 && d != DType::gq8_64 && d != DType::gq8_128; };
-  const bool vnni = loom::active_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
-  const bool avx2 = loom::active_isa() >= loom::Isa::avx2;
+TEST_CASE("packed 32-element runs: the kernels ask for the packing where the VNNI or the AVX2 kernel runs") {
+  const bool native = loom::active_isa() >= loom::Isa::avx2;
   for (const Case& c : kCases) {
     INFO(loom::packing_name(c.packing));
-    CHECK(loom::kernels::preferred_packing(c.dtype) == (vnni || (avx2 && nibbles(c.dtype)) ? c.packing : Packing::none));
+    CHECK(loom::kernels::preferred_packing(c.dtype) == (native ? c.packing : Packing::none));
   }
   {
     IsaScope cap(loom::Isa::avx2);
     const bool has_avx2 = loom::active_isa() == loom::Isa::avx2;
     for (const Case& c : kCases) {
       INFO(loom::packing_name(c.packing) << " at AVX2");
-      CHECK(loom::kernels::preferred_packing(c.dtype) == (has_avx2 && nibbles(c.dtype) ? c.packing : Packing::none));
+      CHECK(loom::kernels::preferred_packing(c.dtype) == (has_avx2 ? c.packing : Packing::none));
     }
     CHECK_FALSE(loom::kernels::packed_vnni_native());
   }

@@ -485,19 +485,22 @@ struct Tiles32 {
 // to spare: |pair| <= 2 * 15 * 127 = 3810, so a run's 8 VPMADDUBSW (4 vectors, low and
 // high nibbles) add up in 16 bits (<= 30480) and widen once; with fifth bits (q5_0,
 // q5_1, weights up to 31) they widen after every 2 vectors (<= 31496). The byte formats
-// (q8_0, gq8: q + 128 up to 255) would overflow a pair, so they have no AVX2 tiles and
-// keep the row-major kernels there. The dots are the same exact integers as VNNI's and
-// the scalar family's, scaled into the accumulators in the same order: the same bits.
-// A tile takes the panels' upper halves (rows 0-7) over the whole row, then the lower
-// ones, so its accumulators (P x T vectors) stay in registers; the second pass reads the
-// panel from L1 or L2, where the first pass brought it (a q4_0 panel of 1024 columns is
-// 9 KiB), and only the first pass prefetches.
+// (q8_0, gq8: q + 128 up to 255) would overflow a pair, so their bytes go as two nibbles
+// against the same activations, each nibble's 8 products summed in 16 bits, the high
+// sums widened by VPMADDWD against 16s (q + 128 = 16 hi + lo; the dot starts at -128 Σa
+// as in the VNNI tiles). The dots are the same exact integers as VNNI's and the scalar
+// family's, scaled into the accumulators in the same order: the same bits.
+// Decode takes both halves of its panels in one pass; a wider tile takes the panels'
+// rows 0-7 over the whole row, then rows 8-15, so its accumulators (P x T vectors) stay
+// in registers: the second pass reads the panel from L1 or L2, where the first pass
+// brought it (a q4_0 panel of 1024 columns is 9 KiB), and only the first pass
+// prefetches (Avx2Tiles32::kBothHalvesTokens).
 
 #define PA_INLINE LOOM_TARGET_AVX2 __attribute__((always_inline)) inline
 
 // Vectors of a run whose products add up in 16 bits before widening (above).
 template <class F>
-constexpr int kVectorsIn16Bits = F::kMasks >= 0 ? 2 : 4;
+constexpr int kVectorsIn16Bits = F::kMasks >= 0 ? 2 : F::kVectors;
 static_assert(Q4_0Format::kVectors % kVectorsIn16Bits<Q4_0Format> == 0 &&
               Q5_0Format::kVectors % kVectorsIn16Bits<Q5_0Format> == 0);
 
@@ -511,7 +514,8 @@ PA_INLINE void half_run_avx2(const uint8_t* const (&panel)[P], const uint8_t* co
   const int64_t b = gi * F::kRuns + s;
   const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256i dot[P][T], sum16[P][T];
-  _Pragma("GCC unroll 4") for (int j = 0; j < F::kVectors; ++j) {
+  [[maybe_unused]] __m256i sum16_high[P][T];  // the byte formats' high nibbles
+  _Pragma("GCC unroll 8") for (int j = 0; j < F::kVectors; ++j) {
     __m256i lo[P], hi[P];
     _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) {
       const uint8_t* group = panel[p] + gi * kGroup<F>;
@@ -530,6 +534,23 @@ PA_INLINE void half_run_avx2(const uint8_t* const (&panel)[P], const uint8_t* co
         lo[p] = _mm256_or_si256(lo[p], fifth_bits_avx2(ml));
         hi[p] = _mm256_or_si256(hi[p], fifth_bits_avx2(mh));
       }
+    }
+    if constexpr (!F::kNibbles) {  // a byte's two nibbles against the same activations
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+        int32_t four;
+        std::memcpy(&four, act[t] + b * kActBlockBytes + 4 * j, 4);
+        const __m256i av = _mm256_set1_epi32(four);
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) {
+          const __m256i low = _mm256_maddubs_epi16(lo[p], av), high = _mm256_maddubs_epi16(hi[p], av);
+          sum16[p][t] = j == 0 ? low : _mm256_add_epi16(sum16[p][t], low);
+          sum16_high[p][t] = j == 0 ? high : _mm256_add_epi16(sum16_high[p][t], high);
+          if (j == F::kVectors - 1) {
+            dot[p][t] = _mm256_add_epi32(_mm256_madd_epi16(sum16[p][t], ones),
+                                         _mm256_madd_epi16(sum16_high[p][t], _mm256_set1_epi16(16)));
+          }
+        }
+      }
+      continue;
     }
     _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
       int32_t four;
@@ -613,10 +634,13 @@ struct Avx2Tiles32 {
   static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
   static constexpr bool kWideFirst = false;
   // Decode (1 token) takes both halves of its panels in one pass, so the memory stream
-  // never waits for a second pass; wider tiles take them one after the other, which
-  // keeps their accumulators in registers. Decode measured the same either way here
-  // (loom_ab_builds --batch 1 --repack auto, AVX2-only EPYC, 2026-12-06: q4_k 0.998x,
-  // q4_0 0.998x against two passes; one panel a thread against two, 0.999x and 1.001x).
+  // never waits for a second pass over lines already in cache; wider tiles take them
+  // one after the other, which keeps their accumulators in registers. `loom_ab_builds
+  // --repack auto --layouts 4 --threads 2` (AVX2-only EPYC, 2026-12-06), decode b/a
+  // against two passes at --batch 1: small q4_0 1.25x, q8_0 1.23x (q4_k 1.32x, whose
+  // tiles are in packed_kquants.cpp); one pass for 2 tokens too read 0.96x (q4_0,
+  // --batch 2); one panel a thread in decode instead of two 0.99x; tiles of 3 tokens for
+  // the byte formats instead of 4 1.00x (q8_0, --batch 8).
   static constexpr int kBothHalvesTokens = 1;
   template <int P, int T>
   PA_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
@@ -725,7 +749,7 @@ struct Kernel {
   template <class F>
   using Tiles = Tiles32<F>;
   template <class F>
-  static constexpr bool kAvx2 = F::kNibbles;  // the formats with AVX2 tiles
+  static constexpr bool kAvx2 = true;  // every format has AVX2 tiles
   template <class F>
   using Avx2Tiles = Avx2Tiles32<F>;
   template <class F>

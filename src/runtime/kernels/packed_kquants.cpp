@@ -287,8 +287,9 @@ using Q5K = NibbleK<packed_layout::Q5K, Packing::q5_k_x16, DType::q5_k, true>;
 // against the rows' scales (each lane's two 16-bit halves the row's 6-bit scale) widens
 // them and weighs them at once. The mins' sums take a VPMADDWD each, as VPDPWSSD's do in
 // the VNNI tiles; the integers and the two FMAs a block are the scalar family's, so the
-// same bits. A tile takes the panels' rows 0-7 over the whole row, then rows 8-15, its
-// accumulators in registers; only the first pass prefetches.
+// same bits. Tiles of 1 or 2 tokens take both halves of their panels in one pass; wider
+// ones the panels' rows 0-7 over the whole row, then rows 8-15, their accumulators in
+// registers (kBothHalvesTokens); only the first pass prefetches.
 template <class F>
 struct Avx2NibbleK {
   using L = typename F::L;
@@ -296,12 +297,14 @@ struct Avx2NibbleK {
   static constexpr int max_tokens(int64_t) { return kMaxTokens; }
   static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
   static constexpr bool kWideFirst = false;
-  // Decode (1 token) takes both halves of its panels in one pass, so the memory stream
-  // never waits for a second pass; wider tiles take them one after the other, which
-  // keeps their accumulators in registers. Decode measured the same either way here
-  // (loom_ab_builds --batch 1 --repack auto, AVX2-only EPYC, 2026-12-06: q4_k 0.998x,
-  // q4_0 0.998x against two passes; one panel a thread against two, 0.999x and 1.001x).
-  static constexpr int kBothHalvesTokens = 1;
+  // Tiles of up to 2 tokens take both halves of their panels in one pass (sharing each
+  // activation broadcast), so the memory stream never waits for a second pass over
+  // lines already in cache; wider tiles take them one after the other, which keeps
+  // their accumulators in registers. `loom_ab_builds --repack auto --layouts 4 --threads
+  // 2` (AVX2-only EPYC, 2026-12-06), small q4_k, decode b/a: one pass against two at
+  // --batch 1 1.32x, at --batch 2 1.13x; one panel a thread in decode instead of two
+  // 0.95x.
+  static constexpr int kBothHalvesTokens = 2;
   static constexpr bool kFifthBit = F::kFifthBitValues;
   static constexpr int kIn16 = kFifthBit ? 4 : 8;  // vectors summed in 16 bits
 
