@@ -118,25 +118,24 @@ TEST_CASE("packed k-quants (q2_k .. q6_k): a NaN activation block gives NaN outp
   }
 }
 
-TEST_CASE("packed k-quants: the kernels ask for the packing where the VNNI kernel runs, and for q4_k and q5_k where AVX2 does") {
-  const bool vnni = loom::active_isa() >= loom::Isa::avx512 && loom::cpu_features().avx512_vnni;
-  const bool avx2 = loom::active_isa() >= loom::Isa::avx2;
-  CHECK(loom::kernels::preferred_packing(DType::q4_k) == (vnni || avx2 ? Packing::q4_k_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::q5_k) == (vnni || avx2 ? Packing::q5_k_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::q6_k) == (vnni ? Packing::q6_k_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::q3_k) == (vnni ? Packing::q3_k_x16 : Packing::none));
-  CHECK(loom::kernels::preferred_packing(DType::q2_k) == (vnni ? Packing::q2_k_x16 : Packing::none));
+TEST_CASE("packed k-quants: the kernels ask for the packing where the VNNI or the AVX2 kernel runs") {
+  const DType types[] = {DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
+  const bool native = loom::active_isa() >= loom::Isa::avx2;
+  for (const DType d : types) {
+    INFO(loom::dtype_name(d));
+    const Packing want = loom::packing_from_name(std::string(loom::dtype_name(d)) + "_x16").value();
+    CHECK(loom::kernels::preferred_packing(d) == (native ? want : Packing::none));
+  }
   {
     IsaScope cap(loom::Isa::avx2);
     const bool has_avx2 = loom::active_isa() == loom::Isa::avx2;
-    CHECK(loom::kernels::preferred_packing(DType::q4_k) == (has_avx2 ? Packing::q4_k_x16 : Packing::none));
-    CHECK(loom::kernels::preferred_packing(DType::q5_k) == (has_avx2 ? Packing::q5_k_x16 : Packing::none));
-    CHECK(loom::kernels::preferred_packing(DType::q6_k) == Packing::none);
-    CHECK(loom::kernels::preferred_packing(DType::q3_k) == Packing::none);
-    CHECK(loom::kernels::preferred_packing(DType::q2_k) == Packing::none);
+    for (const DType d : types) {
+      INFO(loom::dtype_name(d) << " at AVX2");
+      const Packing want = loom::packing_from_name(std::string(loom::dtype_name(d)) + "_x16").value();
+      CHECK(loom::kernels::preferred_packing(d) == (has_avx2 ? want : Packing::none));
+    }
     CHECK_FALSE(loom::kernels::packed_vnni_native());
   }
   IsaScope cap(loom::Isa::scalar);
-  CHECK(loom::kernels::preferred_packing(DType::q4_k) == Packing::none);
-  CHECK(loom::kernels::preferred_packing(DType::q5_k) == Packing::none);
+  for (const DType d : types) CHECK(loom::kernels::preferred_packing(d) == Packing::none);
 }

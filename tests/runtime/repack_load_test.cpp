@@ -241,15 +241,12 @@ TEST_CASE("repack: a q5_k_m pack quantized by loom loads its q5_k and q6_k proje
     CHECK(packed->load_report()->repacked_tensors == 0);
     return;
   }
-  // Per layer 5 q5_k (q, k, o, gate, up) and 2 q6_k (v, down) projections, and the
-  // output; q6_k is packed only where its VNNI tiles run (no AVX2 tiles).
-  const bool q6_k_packed = loom::kernels::preferred_packing(loom::DType::q6_k) == loom::Packing::q6_k_x16;
-  CHECK(packed->load_report()->repacked_tensors == (q6_k_packed ? 29 : 20));
+  // Per layer 5 q5_k (q, k, o, gate, up) and 2 q6_k (v, down) projections, and the output.
+  CHECK(packed->load_report()->repacked_tensors == 29);
   CHECK(packed->weights().layers[0].attn_q.packing() == loom::Packing::q5_k_x16);
   CHECK(packed->weights().layers[3].ffn_up.packing() == loom::Packing::q5_k_x16);
-  const loom::Packing q6_k_layout = q6_k_packed ? loom::Packing::q6_k_x16 : loom::Packing::none;
-  CHECK(packed->weights().layers[0].ffn_down.packing() == q6_k_layout);
-  CHECK(packed->weights().output.packing() == q6_k_layout);
+  CHECK(packed->weights().layers[0].ffn_down.packing() == loom::Packing::q6_k_x16);
+  CHECK(packed->weights().output.packing() == loom::Packing::q6_k_x16);
   t::check_same_rows(*plain, *packed);
 
   // The packed and row-major kernels sum in different orders over the same q8_k

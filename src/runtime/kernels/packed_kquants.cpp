@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "common/simd.hpp"
@@ -55,9 +56,18 @@ struct Weights {
 };
 
 #define PK_INLINE LOOM_TARGET_AVX512_VNNI __attribute__((always_inline)) inline
+#define PKA_INLINE LOOM_TARGET_AVX2 __attribute__((always_inline)) inline
 
-PK_INLINE __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-PK_INLINE __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Plain loads, callable from the VNNI and the AVX2 tiles alike.
+LOOM_TARGET_AVX2 __attribute__((always_inline)) inline __m128i load64(const uint8_t* p) {
+  return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+}
+LOOM_TARGET_AVX2 __attribute__((always_inline)) inline __m128i load128(const uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+LOOM_TARGET_AVX2 __attribute__((always_inline)) inline __m256i load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
 
 template <int P, int T>
 PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t ps, int64_t t0, __m512 (&acc)[P][T], float* y, int64_t ys) {
@@ -277,7 +287,6 @@ struct NibbleK {
 using Q4K = NibbleK<packed_layout::Q4K, Packing::q4_k_x16, DType::q4_k, false>;
 using Q5K = NibbleK<packed_layout::Q5K, Packing::q5_k_x16, DType::q5_k, true>;
 
-#define PKA_INLINE LOOM_TARGET_AVX2 __attribute__((always_inline)) inline
 
 // ---- AVX2 tiles of q4_k_x16 and q5_k_x16: each panel as two halves of 8 rows ----
 //
@@ -447,6 +456,17 @@ struct Int8Scales {
     return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(even, odd)),
                                                         _mm_unpackhi_epi8(even, odd), 1));
   }
+  // The AVX2 tiles' forms, for rows 8h8..8h8 + 7: the scale in both 16-bit halves of its
+  // row's lane (VPMADDWD weighs a pair sum with it), and the correction pairs.
+  PKA_INLINE static __m256i scales_avx2(const uint8_t* g, int group, int h8) {
+    const __m256i s = _mm256_cvtepi8_epi32(load64(g + L::scales + group * 16 + 8 * h8));
+    return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
+  }
+  PKA_INLINE static __m256i correction_pairs_avx2(const uint8_t* g, int k, int h8) {
+    const __m128i even = load64(g + L::scales + (2 * k) * 16 + 8 * h8);
+    const __m128i odd = load64(g + L::scales + (2 * k + 1) * 16 + 8 * h8);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(even, odd));
+  }
 };
 
 struct Q6Bits : Int8Scales<packed_layout::Q6K> {
@@ -476,6 +496,17 @@ struct Q6Bits : Int8Scales<packed_layout::Q6K> {
     const __m512i nibble = q < 2 ? low : _mm512_srli_epi16(low, 4);
     return _mm512_ternarylogic_epi32(nibble, low4, _mm512_and_si512(high, bits45), 0xEA);
   }
+  // The same for rows 8h8..8h8 + 7 (the vectors' 32-byte half h8).
+  PKA_INLINE static __m256i quarter_avx2(const uint8_t* g, int h, int j, int q, int h8) {
+    const uint8_t* chunk = g + L::chunk_at(h, j) + 32 * h8;
+    const __m256i low = load256(chunk + 64 * (q % 2));
+    const __m256i C = load256(chunk + 128);
+    const __m256i high = q < 2 ? _mm256_sll_epi16(C, _mm_cvtsi32_si128(4 - 2 * q))
+                               : _mm256_srl_epi16(C, _mm_cvtsi32_si128(2 * q - 4));
+    const __m256i nibble = q < 2 ? low : _mm256_srli_epi16(low, 4);
+    return _mm256_or_si256(_mm256_and_si256(nibble, _mm256_set1_epi8(0x0F)),
+                           _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
+  }
 };
 
 // q3_k: u's low two bits are bits 2q, 2q + 1 of qs[32h + l], its third bit is bit 4h + q
@@ -504,6 +535,14 @@ struct Q3Bits : Int8Scales<packed_layout::Q3K> {
     const int b = 4 * h + q;
     const __m512i high = b < 2 ? _mm512_slli_epi16(H, 2 - b) : _mm512_srl_epi16(H, _mm_cvtsi32_si128(b - 2));
     return _mm512_ternarylogic_epi32(_mm512_srli_epi16(Q, 2 * q), three, _mm512_and_si512(high, four), 0xEA);
+  }
+  PKA_INLINE static __m256i quarter_avx2(const uint8_t* g, int h, int j, int q, int h8) {
+    const __m256i Q = load256(g + L::quant_at(0, 32 * h + 4 * j) + 32 * h8);
+    const __m256i H = load256(g + L::hmask_at(0, 4 * j) + 32 * h8);
+    const int b = 4 * h + q;
+    const __m256i high = b < 2 ? _mm256_sll_epi16(H, _mm_cvtsi32_si128(2 - b)) : _mm256_srl_epi16(H, _mm_cvtsi32_si128(b - 2));
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(Q, _mm_cvtsi32_si128(2 * q)), _mm256_set1_epi8(0x03)),
+                           _mm256_and_si256(high, _mm256_set1_epi8(0x04)));
   }
 };
 
@@ -535,6 +574,21 @@ struct Q2Bits {
     const __m128i odd = _mm_and_si128(_mm_srli_epi16(load128(g + L::scales + (2 * k + 1) * 16), 4), low4);
     return _mm512_cvtepu8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(even, odd)),
                                                         _mm_unpackhi_epi8(even, odd), 1));
+  }
+  PKA_INLINE static __m256i quarter_avx2(const uint8_t* g, int h, int j, int q, int h8) {
+    const __m256i Q = load256(g + L::quant_at(0, 32 * h + 4 * j) + 32 * h8);
+    return _mm256_and_si256(_mm256_srl_epi16(Q, _mm_cvtsi32_si128(2 * q)), _mm256_set1_epi8(0x03));
+  }
+  PKA_INLINE static __m256i scales_avx2(const uint8_t* g, int group, int h8) {
+    const __m256i s =
+        _mm256_and_si256(_mm256_cvtepu8_epi32(load64(g + L::scales + group * 16 + 8 * h8)), _mm256_set1_epi32(0xF));
+    return _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+  }
+  PKA_INLINE static __m256i correction_pairs_avx2(const uint8_t* g, int k, int h8) {
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i even = _mm_and_si128(_mm_srli_epi16(load64(g + L::scales + (2 * k) * 16 + 8 * h8), 4), low4);
+    const __m128i odd = _mm_and_si128(_mm_srli_epi16(load64(g + L::scales + (2 * k + 1) * 16 + 8 * h8), 4), low4);
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(even, odd));
   }
 };
 
@@ -703,6 +757,140 @@ using Q6K = SixteenK<Q6Bits>;
 using Q3K = SixteenK<Q3Bits>;
 using Q2K = SixteenK<Q2Bits>;
 
+// The Bits of a SixteenK format (for the others a placeholder, never instantiated).
+template <class F>
+struct SixteenKBits {
+  using type = Q6Bits;  // any: only named where F is a SixteenK
+};
+template <class Bits>
+struct SixteenKBits<SixteenK<Bits>> {
+  using type = Bits;
+};
+
+// ---- AVX2 tiles of q6_k_x16, q3_k_x16, q2_k_x16: each panel as two halves of 8 rows ----
+//
+// As Avx2NibbleK: a scale group's 4 vectors (16 columns) of unsigned values meet their
+// activations in VPMADDUBSW; q6_k's values reach 63, so two vectors' pair sums add up in
+// 16 bits (2 x 2 x 63 x 127 = 32004) and one VPMADDWD against the rows' scales (signed,
+// in both halves of a row's lane) widens and weighs them. The corrections take a
+// VPMADDWD a pair of groups, as VPDPWSSD's in the VNNI tiles; the integers and the FMAs
+// a block are the scalar family's, so the same bits. Decode takes both halves of its
+// panel in one pass, wider tiles one after the other (kBothHalvesTokens).
+template <class Bits>
+struct Avx2SixteenK {
+  using L = typename Bits::L;
+  static constexpr int64_t kGroupBytes = L::group;
+  static constexpr int kMaxTokens = 4;
+  static constexpr int max_tokens(int64_t) { return kMaxTokens; }
+  // Decode reads one panel a thread, both its halves in one pass: `loom_ab_builds
+  // --repack auto --batch 1 --layouts 4 --threads 2` (AVX2-only EPYC, 2026-12-06),
+  // decode b/a against two panels: small q6_k 1.22x, q3_k 1.03x, q2_k 1.02x; two panels
+  // in two passes 0.91x (q6_k), one panel in two passes 1.00x.
+  static constexpr int panels_for(int) { return 1; }
+  static constexpr bool kWideFirst = false;
+  static constexpr int kBothHalvesTokens = 1;
+
+  template <int P, int T>
+  PKA_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
+                              int64_t ys) {
+    if constexpr (T <= kBothHalvesTokens) {
+      halves_tile<P, T, 0, 2>(w, p0, ps, a, t0, y, ys);
+    } else {
+      halves_tile<P, T, 0, 1>(w, p0, ps, a, t0, y, ys);
+      halves_tile<P, T, 1, 1>(w, p0, ps, a, t0, y, ys);
+    }
+  }
+
+  // Halves kH0 .. kH0 + kHalves - 1 of the P panels against T tokens, stored: Q half
+  // panels side by side, as Avx2NibbleK::halves_tile.
+  template <int P, int T, int kH0, int kHalves>
+  PKA_INLINE static void halves_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
+                                     int64_t ys) {
+    constexpr int Q = P * kHalves;
+    __m256 acc[Q][T];
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) acc[q][t] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < w.nb; ++b) {
+      const uint8_t* g[Q];
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) g[q] = w.group(p0 + q / kHalves * ps, b);
+      const uint8_t* act[T];
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
+      __m256i isum[Q][T];
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int q4 = 0; q4 < 4; ++q4) {
+          for (int half16 = 0; half16 < 2; ++half16) group_sums<Q, T, kH0, kHalves>(g, act, h, q4, half16, isum);
+        }
+      }
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+        const int h8 = kH0 + q % kHalves;
+        __m256i csum[T];
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) csum[t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
+          const __m256i ck = Bits::correction_pairs_avx2(g[q], k, h8);
+          _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+            csum[t] = _mm256_add_epi32(csum[t], _mm256_madd_epi16(ck, _mm256_set1_epi32(a.sum_pair(t0 + t, b, k))));
+          }
+        }
+        const __m256 dw = _mm256_cvtph_ps(load128(g[q] + L::d + 16 * h8));
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+          const __m256 da = _mm256_set1_ps(a.da[(t0 + t) * w.nb + b]);
+          if constexpr (Bits::kMins) {
+            const __m256 dmw = _mm256_cvtph_ps(load128(g[q] + L::dmin + 16 * h8));
+            acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[q][t]), _mm256_mul_ps(dw, da), acc[q][t]);
+            acc[q][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(csum[t]), _mm256_mul_ps(dmw, da), acc[q][t]);
+          } else {
+            const __m256i offset = _mm256_mullo_epi32(csum[t], _mm256_set1_epi32(Bits::kOffset));
+            const __m256i total = _mm256_sub_epi32(isum[q][t], offset);
+            acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw, da), acc[q][t]);
+          }
+        }
+      }
+    }
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+      const int64_t row0 = (p0 + q / kHalves * ps) * kPanelRows + 8 * (kH0 + q % kHalves);
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+        store_half_panel_avx2(y + (t0 + t) * ys + row0, acc[q][t], row0, w.rows);
+      }
+    }
+  }
+
+  // Scale group 8h + 2 q4 + half16 (columns 16 half16 .. + 15 of quarter q4 of half h) of
+  // the Q half panels: its 4 vectors' products, weighed by the rows' scales, into isum.
+  // The first half of each panel requests the group's lines ahead in quarter 0's pass
+  // (the 16 steps of prefetch_group_step, as the VNNI tiles do).
+  template <int Q, int T, int kH0, int kHalves>
+  PKA_INLINE static void group_sums(const uint8_t* const (&g)[Q], const uint8_t* const (&act)[T], int h, int q4,
+                                    int half16, __m256i (&isum)[Q][T]) {
+    const int group = 8 * h + 2 * q4 + half16;
+    __m256i sc[Q];
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) sc[q] = Bits::scales_avx2(g[q], group, kH0 + q % kHalves);
+    __m256i sum16[Q][T];
+    _Pragma("GCC unroll 4") for (int jj = 0; jj < 4; ++jj) {
+      const int j = 4 * half16 + jj;  // columns 4j .. 4j + 3 of the quarter
+      __m256i u[Q];
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+        const int h8 = kH0 + q % kHalves;
+        if (h8 == 0 && q4 == 0) prefetch_group_step<kGroupBytes, 16>(g[q], (2 * h + half16) * 4 + jj);
+        u[q] = Bits::quarter_avx2(g[q], h, j, q4, h8);
+      }
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+        int32_t four;
+        std::memcpy(&four, act[t] + 128 * h + 32 * q4 + 4 * j, 4);
+        const __m256i av = _mm256_set1_epi32(four);
+        _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+          const __m256i pairs = _mm256_maddubs_epi16(u[q], av);
+          sum16[q][t] = jj % 2 == 0 ? pairs : _mm256_add_epi16(sum16[q][t], pairs);
+          if (jj % 2 == 1) isum[q][t] = _mm256_add_epi32(isum[q][t], _mm256_madd_epi16(sum16[q][t], sc[q]));
+        }
+      }
+    }
+  }
+};
+
 // ---- the driver, per format ----
 
 template <class F>
@@ -778,9 +966,10 @@ struct Kernel {
   template <class F>
   using Tiles = F;  // NibbleK and SixteenK are their own tiles
   template <class F>
-  static constexpr bool kAvx2 = F::dtype == DType::q4_k || F::dtype == DType::q5_k;  // the formats with AVX2 tiles
+  static constexpr bool kAvx2 = true;  // every format has AVX2 tiles
   template <class F>
-  using Avx2Tiles = Avx2NibbleK<F>;
+  using Avx2Tiles = std::conditional_t<F::dtype == DType::q4_k || F::dtype == DType::q5_k, Avx2NibbleK<F>,
+                                       Avx2SixteenK<typename SixteenKBits<F>::type>>;
   template <class F>
   static constexpr auto scalar = &scalar_panels<F>;
 };
