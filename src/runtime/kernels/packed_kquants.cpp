@@ -287,7 +287,6 @@ struct NibbleK {
 using Q4K = NibbleK<packed_layout::Q4K, Packing::q4_k_x16, DType::q4_k, false>;
 using Q5K = NibbleK<packed_layout::Q5K, Packing::q5_k_x16, DType::q5_k, true>;
 
-
 // ---- AVX2 tiles of q4_k_x16 and q5_k_x16: each panel as two halves of 8 rows ----
 //
 // As the 32-element formats' AVX2 tiles (packed_blocks32.cpp): a sub-block's 8 quant
@@ -296,31 +295,26 @@ using Q5K = NibbleK<packed_layout::Q5K, Packing::q5_k_x16, DType::q5_k, true>;
 // against the rows' scales (each lane's two 16-bit halves the row's 6-bit scale) widens
 // them and weighs them at once. The mins' sums take a VPMADDWD each, as VPDPWSSD's do in
 // the VNNI tiles; the integers and the two FMAs a block are the scalar family's, so the
-// same bits. Tiles of 1 or 2 tokens take both halves of their panels in one pass; wider
-// ones the panels' rows 0-7 over the whole row, then rows 8-15, their accumulators in
-// registers (kBothHalvesTokens); only the first pass prefetches.
-template <class F>
-struct Avx2NibbleK {
-  using L = typename F::L;
+// same bits. The passes over the panels' halves are Avx2KTiles'.
+// What the k-quant AVX2 tiles share (Avx2NibbleK, Avx2SixteenK: `Derived`): up to 4
+// tokens, balanced tiles, and the pass over the blocks. Tiles of up to
+// Derived::kBothHalvesTokens take both halves of their panels in one pass, so the memory
+// stream never waits for a second pass over lines already in cache; wider tiles take the
+// panels' rows 0-7 over the whole row, then rows 8-15, their accumulators in registers.
+// A pass holds Q = P x kHalves half panels side by side, half panel q being half kH0 +
+// q % kHalves (rows 8h..8h+7) of panel q / kHalves, and Derived::block<Q, T, kH0,
+// kHalves> adds one block of them into the accumulators (only the first half of each
+// panel prefetches).
+template <class Derived>
+struct Avx2KTiles {
   static constexpr int kMaxTokens = 4;
   static constexpr int max_tokens(int64_t) { return kMaxTokens; }
-  static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
   static constexpr bool kWideFirst = false;
-  // Tiles of up to 2 tokens take both halves of their panels in one pass (sharing each
-  // activation broadcast), so the memory stream never waits for a second pass over
-  // lines already in cache; wider tiles take them one after the other, which keeps
-  // their accumulators in registers. `loom_ab_builds --repack auto --layouts 4 --threads
-  // 2` (AVX2-only EPYC, 2026-12-06), small q4_k, decode b/a: one pass against two at
-  // --batch 1 1.32x, at --batch 2 1.13x; one panel a thread in decode instead of two
-  // 0.95x.
-  static constexpr int kBothHalvesTokens = 2;
-  static constexpr bool kFifthBit = F::kFifthBitValues;
-  static constexpr int kIn16 = kFifthBit ? 4 : 8;  // vectors summed in 16 bits
 
   template <int P, int T>
   PKA_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
                               int64_t ys) {
-    if constexpr (T <= kBothHalvesTokens) {
+    if constexpr (T <= Derived::kBothHalvesTokens) {
       halves_tile<P, T, 0, 2>(w, p0, ps, a, t0, y, ys);
     } else {
       halves_tile<P, T, 0, 1>(w, p0, ps, a, t0, y, ys);
@@ -328,9 +322,6 @@ struct Avx2NibbleK {
     }
   }
 
-  // Halves kH0 .. kH0 + kHalves - 1 of the P panels against T tokens, stored: Q = P x
-  // kHalves half panels side by side, half panel q being half kH0 + q % kHalves (rows
-  // 8h..8h+7) of panel q / kHalves, sharing each broadcast of the activations.
   template <int P, int T, int kH0, int kHalves>
   PKA_INLINE static void halves_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
                                      int64_t ys) {
@@ -344,29 +335,7 @@ struct Avx2NibbleK {
       _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) g[q] = w.group(p0 + q / kHalves * ps, b);
       const uint8_t* act[T];
       _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
-      __m256i isum[Q][T];
-      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
-      }
-      for (int s = 0; s < 8; ++s) sub_block<Q, T, kH0, kHalves>(g, act, s, isum);
-      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
-        const int h = kH0 + q % kHalves;
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[q] + L::d + 16 * h)));
-        const __m256 dmw =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g[q] + F::kDmin + 16 * h)));
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
-          __m256i msum = _mm256_setzero_si256();
-          _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
-            const __m256i mk = _mm256_cvtepu8_epi16(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(g[q] + F::kMins + k * 32 + 16 * h)));
-            msum = _mm256_add_epi32(
-                msum, _mm256_madd_epi16(mk, _mm256_set1_epi32(a.mins[((t0 + t) * w.nb + b) * 4 + k])));
-          }
-          const __m256 da = _mm256_set1_ps(a.da[(t0 + t) * w.nb + b]);
-          acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[q][t]), _mm256_mul_ps(dw, da), acc[q][t]);
-          acc[q][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[q][t]);
-        }
-      }
+      Derived::template block<Q, T, kH0, kHalves>(w, g, act, a, t0, b, acc);
     }
     _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
       const int64_t row0 = (p0 + q / kHalves * ps) * kPanelRows + 8 * (kH0 + q % kHalves);
@@ -375,8 +344,49 @@ struct Avx2NibbleK {
       }
     }
   }
+};
 
-  // Sub-block s (nibble half s % 2 of pair s / 2) of the Q half panels (halves_tile):
+template <class F>
+struct Avx2NibbleK : Avx2KTiles<Avx2NibbleK<F>> {
+  using L = typename F::L;
+  static constexpr int panels_for(int t) { return t == 1 ? 2 : 1; }
+  // Both halves in one pass for up to 2 tokens (Avx2KTiles): `loom_ab_builds --repack
+  // auto --layouts 4 --threads 2` (AVX2-only EPYC, 2026-12-06), small q4_k, decode b/a
+  // against two passes at --batch 1 1.32x, at --batch 2 1.13x; one panel a thread in
+  // decode instead of two 0.95x.
+  static constexpr int kBothHalvesTokens = 2;
+  static constexpr bool kFifthBit = F::kFifthBitValues;
+  static constexpr int kIn16 = kFifthBit ? 4 : 8;  // vectors summed in 16 bits
+
+  // Block b of the Q half panels: the sub-blocks' weighed sums, then the mins and the
+  // two FMAs.
+  template <int Q, int T, int kH0, int kHalves>
+  PKA_INLINE static void block(const Weights& w, const uint8_t* const (&g)[Q], const uint8_t* const (&act)[T],
+                               const Acts& a, int64_t t0, int64_t b, __m256 (&acc)[Q][T]) {
+    __m256i isum[Q][T];
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
+    }
+    for (int s = 0; s < 8; ++s) sub_block<Q, T, kH0, kHalves>(g, act, s, isum);
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+      const int h = kH0 + q % kHalves;
+      const __m256 dw = _mm256_cvtph_ps(load128(g[q] + L::d + 16 * h));
+      const __m256 dmw = _mm256_cvtph_ps(load128(g[q] + F::kDmin + 16 * h));
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
+        __m256i msum = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; ++k) {
+          const __m256i mk = _mm256_cvtepu8_epi16(load128(g[q] + F::kMins + k * 32 + 16 * h));
+          msum = _mm256_add_epi32(msum,
+                                  _mm256_madd_epi16(mk, _mm256_set1_epi32(a.mins[((t0 + t) * w.nb + b) * 4 + k])));
+        }
+        const __m256 da = _mm256_set1_ps(a.da[(t0 + t) * w.nb + b]);
+        acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[q][t]), _mm256_mul_ps(dw, da), acc[q][t]);
+        acc[q][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), acc[q][t]);
+      }
+    }
+  }
+
+  // Sub-block s (nibble half s % 2 of pair s / 2) of the Q half panels (block):
   // its 8 vectors' products, weighed by the rows' scales, into isum. The first half of
   // each panel requests its lines ahead (prefetch_step).
   template <int Q, int T, int kH0, int kHalves>
@@ -774,86 +784,55 @@ struct SixteenKBits<SixteenK<Bits>> {
 // 16 bits (2 x 2 x 63 x 127 = 32004) and one VPMADDWD against the rows' scales (signed,
 // in both halves of a row's lane) widens and weighs them. The corrections take a
 // VPMADDWD a pair of groups, as VPDPWSSD's in the VNNI tiles; the integers and the FMAs
-// a block are the scalar family's, so the same bits. Decode takes both halves of its
-// panel in one pass, wider tiles one after the other (kBothHalvesTokens).
+// a block are the scalar family's, so the same bits. The passes over the panels' halves
+// are Avx2KTiles'.
 template <class Bits>
-struct Avx2SixteenK {
+struct Avx2SixteenK : Avx2KTiles<Avx2SixteenK<Bits>> {
   using L = typename Bits::L;
   static constexpr int64_t kGroupBytes = L::group;
-  static constexpr int kMaxTokens = 4;
-  static constexpr int max_tokens(int64_t) { return kMaxTokens; }
   // Decode reads one panel a thread, both its halves in one pass: `loom_ab_builds
   // --repack auto --batch 1 --layouts 4 --threads 2` (AVX2-only EPYC, 2026-12-06),
   // decode b/a against two panels: small q6_k 1.22x, q3_k 1.03x, q2_k 1.02x; two panels
   // in two passes 0.91x (q6_k), one panel in two passes 1.00x.
   static constexpr int panels_for(int) { return 1; }
-  static constexpr bool kWideFirst = false;
   static constexpr int kBothHalvesTokens = 1;
 
-  template <int P, int T>
-  PKA_INLINE static void tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
-                              int64_t ys) {
-    if constexpr (T <= kBothHalvesTokens) {
-      halves_tile<P, T, 0, 2>(w, p0, ps, a, t0, y, ys);
-    } else {
-      halves_tile<P, T, 0, 1>(w, p0, ps, a, t0, y, ys);
-      halves_tile<P, T, 1, 1>(w, p0, ps, a, t0, y, ys);
-    }
-  }
-
-  // Halves kH0 .. kH0 + kHalves - 1 of the P panels against T tokens, stored: Q half
-  // panels side by side, as Avx2NibbleK::halves_tile.
-  template <int P, int T, int kH0, int kHalves>
-  PKA_INLINE static void halves_tile(const Weights& w, int64_t p0, int64_t ps, const Acts& a, int64_t t0, float* y,
-                                     int64_t ys) {
-    constexpr int Q = P * kHalves;
-    __m256 acc[Q][T];
+  // Block b of the Q half panels: the scale groups' weighed sums, then the corrections
+  // and the FMA (two for q2_k).
+  template <int Q, int T, int kH0, int kHalves>
+  PKA_INLINE static void block(const Weights& w, const uint8_t* const (&g)[Q], const uint8_t* const (&act)[T],
+                               const Acts& a, int64_t t0, int64_t b, __m256 (&acc)[Q][T]) {
+    __m256i isum[Q][T];
     _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
-      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) acc[q][t] = _mm256_setzero_ps();
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
     }
-    for (int64_t b = 0; b < w.nb; ++b) {
-      const uint8_t* g[Q];
-      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) g[q] = w.group(p0 + q / kHalves * ps, b);
-      const uint8_t* act[T];
-      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
-      __m256i isum[Q][T];
-      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      for (int q4 = 0; q4 < 4; ++q4) {
+        for (int half16 = 0; half16 < 2; ++half16) group_sums<Q, T, kH0, kHalves>(g, act, h, q4, half16, isum);
       }
-      for (int h = 0; h < 2; ++h) {
-        for (int q4 = 0; q4 < 4; ++q4) {
-          for (int half16 = 0; half16 < 2; ++half16) group_sums<Q, T, kH0, kHalves>(g, act, h, q4, half16, isum);
-        }
-      }
-      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
-        const int h8 = kH0 + q % kHalves;
-        __m256i csum[T];
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) csum[t] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
-          const __m256i ck = Bits::correction_pairs_avx2(g[q], k, h8);
-          _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
-            csum[t] = _mm256_add_epi32(csum[t], _mm256_madd_epi16(ck, _mm256_set1_epi32(a.sum_pair(t0 + t, b, k))));
-          }
-        }
-        const __m256 dw = _mm256_cvtph_ps(load128(g[q] + L::d + 16 * h8));
+    }
+    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+      const int h8 = kH0 + q % kHalves;
+      __m256i csum[T];
+      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) csum[t] = _mm256_setzero_si256();
+      _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) {
+        const __m256i ck = Bits::correction_pairs_avx2(g[q], k, h8);
         _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
-          const __m256 da = _mm256_set1_ps(a.da[(t0 + t) * w.nb + b]);
-          if constexpr (Bits::kMins) {
-            const __m256 dmw = _mm256_cvtph_ps(load128(g[q] + L::dmin + 16 * h8));
-            acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[q][t]), _mm256_mul_ps(dw, da), acc[q][t]);
-            acc[q][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(csum[t]), _mm256_mul_ps(dmw, da), acc[q][t]);
-          } else {
-            const __m256i offset = _mm256_mullo_epi32(csum[t], _mm256_set1_epi32(Bits::kOffset));
-            const __m256i total = _mm256_sub_epi32(isum[q][t], offset);
-            acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw, da), acc[q][t]);
-          }
+          csum[t] = _mm256_add_epi32(csum[t], _mm256_madd_epi16(ck, _mm256_set1_epi32(a.sum_pair(t0 + t, b, k))));
         }
       }
-    }
-    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
-      const int64_t row0 = (p0 + q / kHalves * ps) * kPanelRows + 8 * (kH0 + q % kHalves);
+      const __m256 dw = _mm256_cvtph_ps(load128(g[q] + L::d + 16 * h8));
       _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {
-        store_half_panel_avx2(y + (t0 + t) * ys + row0, acc[q][t], row0, w.rows);
+        const __m256 da = _mm256_set1_ps(a.da[(t0 + t) * w.nb + b]);
+        if constexpr (Bits::kMins) {
+          const __m256 dmw = _mm256_cvtph_ps(load128(g[q] + L::dmin + 16 * h8));
+          acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[q][t]), _mm256_mul_ps(dw, da), acc[q][t]);
+          acc[q][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(csum[t]), _mm256_mul_ps(dmw, da), acc[q][t]);
+        } else {
+          const __m256i offset = _mm256_mullo_epi32(csum[t], _mm256_set1_epi32(Bits::kOffset));
+          const __m256i total = _mm256_sub_epi32(isum[q][t], offset);
+          acc[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(dw, da), acc[q][t]);
+        }
       }
     }
   }
