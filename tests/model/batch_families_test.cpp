@@ -221,8 +221,8 @@ TEST_CASE("batch families: packs quantized by loom decode batched bit-identicall
     check_model(load(pack), label);
     const auto model = loom::load_model(pack, repacked);
     // 4 layers x 7 projections and the untied output.
-    // Repacked where this CPU's kernels read the type packed (all of them with VNNI, the
-    // nibble formats with AVX2).
+    // Repacked where this CPU's kernels read the type packed (every one of these types
+    // on AVX-512 VNNI and on AVX2; none at the scalar level).
     const auto dtype = loom::dtype_from_name(group == 0 ? name : name + "_" + std::to_string(group));
     REQUIRE(dtype.has_value());
     const bool packed = loom::kernels::preferred_packing(*dtype) != loom::Packing::none;
