@@ -749,8 +749,6 @@ struct Kernel {
   template <class F>
   using Tiles = Tiles32<F>;
   template <class F>
-  static constexpr bool kAvx2 = true;  // every format has AVX2 tiles
-  template <class F>
   using Avx2Tiles = Avx2Tiles32<F>;
   template <class F>
   static constexpr auto scalar = &scalar_panels<F>;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "common/simd.hpp"
@@ -88,11 +87,18 @@ PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t ps, int64_t t0, 
 // value * activation) and sum over s of min[s] * (sum of activations), and
 // acc = fma(isum, d * da, acc) - msum * dmin * da. A value is its nibble (0..15), plus 16
 // where q5_k's fifth bit is set: unsigned either way, as VPDPBUSD wants.
+// The AVX2 tiles of the formats below (defined after them), which each format names.
+template <class F>
+struct Avx2NibbleK;
+template <class Bits>
+struct Avx2SixteenK;
+
 template <class Layout, Packing kPacking, DType kDtype, bool kFifthBit>
 struct NibbleK {
   static constexpr Packing packing = kPacking;
   static constexpr DType dtype = kDtype;
   using L = Layout;
+  using Avx2 = Avx2NibbleK<NibbleK>;
   static constexpr bool kFifthBitValues = kFifthBit;
   static constexpr int64_t kGroupBytes = L::group;
   static constexpr int64_t kDmin = L::dmin, kScales = L::scales, kMins = L::mins;
@@ -607,6 +613,7 @@ struct SixteenK {
   static constexpr Packing packing = Bits::packing;
   static constexpr DType dtype = Bits::dtype;
   using L = typename Bits::L;
+  using Avx2 = Avx2SixteenK<Bits>;
   static constexpr int64_t kGroupBytes = L::group;
   // A tile holds isum, the group's dots and acc for each panel and token (3T registers):
   // up to 8 tokens. Tiles of 8 over tiles of at most 6, the small shape's matrices from
@@ -766,16 +773,6 @@ struct SixteenK {
 using Q6K = SixteenK<Q6Bits>;
 using Q3K = SixteenK<Q3Bits>;
 using Q2K = SixteenK<Q2Bits>;
-
-// The Bits of a SixteenK format (for the others a placeholder, never instantiated).
-template <class F>
-struct SixteenKBits {
-  using type = Q6Bits;  // any: only named where F is a SixteenK
-};
-template <class Bits>
-struct SixteenKBits<SixteenK<Bits>> {
-  using type = Bits;
-};
 
 // ---- AVX2 tiles of q6_k_x16, q3_k_x16, q2_k_x16: each panel as two halves of 8 rows ----
 //
@@ -945,10 +942,7 @@ struct Kernel {
   template <class F>
   using Tiles = F;  // NibbleK and SixteenK are their own tiles
   template <class F>
-  static constexpr bool kAvx2 = true;  // every format has AVX2 tiles
-  template <class F>
-  using Avx2Tiles = std::conditional_t<F::dtype == DType::q4_k || F::dtype == DType::q5_k, Avx2NibbleK<F>,
-                                       Avx2SixteenK<typename SixteenKBits<F>::type>>;
+  using Avx2Tiles = typename F::Avx2;  // each format names its AVX2 tiles
   template <class F>
   static constexpr auto scalar = &scalar_panels<F>;
 };

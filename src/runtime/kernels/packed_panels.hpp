@@ -24,9 +24,9 @@ inline constexpr int64_t kPackedPanelRows = 16;
 
 // Whether this CPU (at the current ISA cap) runs the packed kernels' VNNI tiles (AVX-512
 // VNNI). The runtime prefers a packing only where its products run natively
-// (preferred_packing, packed_native below): here, or on AVX2 for the formats with AVX2
-// tiles; elsewhere a packed weight still works through the scalar family, which
-// computes the same numbers slowly.
+// (preferred_packing, packed_native below): here, or on AVX2 through the AVX2 tiles;
+// elsewhere a packed weight still works through the scalar family, which computes the
+// same numbers slowly.
 inline bool packed_vnni_native() noexcept { return active_isa() >= Isa::avx512 && cpu_features().avx512_vnni; }
 
 // How far ahead of its loads each panel stream prefetches, in every packed kernel: 4 KiB.
@@ -211,24 +211,9 @@ LOOM_TARGET_AVX2 __attribute__((always_inline)) inline __m256i fifth_bits_avx2(u
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-// Whether kernel file K has AVX2 tiles for format F (K::kAvx2<F>, K::Avx2Tiles<F>).
-template <class K, class F>
-constexpr bool has_avx2_tiles() {
-  if constexpr (requires { K::template kAvx2<F>; }) {
-    return K::template kAvx2<F>;
-  } else {
-    return false;
-  }
-}
-
-// Whether F's packed products run natively at the current ISA cap: the VNNI tiles, or
-// K's AVX2 tiles where it has them.
-template <class K, class F>
-bool packed_native() noexcept {
-  if (packed_vnni_native()) return true;
-  if constexpr (has_avx2_tiles<K, F>()) return active_isa() >= Isa::avx2;
-  return false;
-}
+// Whether the packed products run natively at the current ISA cap: the VNNI tiles, or
+// the AVX2 tiles every packing also has.
+inline bool packed_native() noexcept { return packed_vnni_native() || active_isa() >= Isa::avx2; }
 
 // One packing's products in a packed-kernel file: the full one (the native kernel where
 // it runs, the scalar family elsewhere), the scalar family's alone (the tests'
@@ -279,8 +264,7 @@ void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bi
 //   K::quantize<F>(x, x_stride, n_tokens, cols, buffers, pool or nullptr) -> activations;
 //   K::weights<F>(w)          the weight's panels (checks w's packing, dtype and rank);
 //   K::Tiles<F>               F's VNNI tiles (vnni_panels);
-//   K::kAvx2<F>, K::Avx2Tiles<F>  optional: whether F has AVX2 tiles (avx2_panels), which
-//                             run where VNNI does not;
+//   K::Avx2Tiles<F>           F's AVX2 tiles (avx2_panels), which run where VNNI does not;
 //   K::scalar<F>              (weights, activations, p0, p1, n_tokens, y, y_stride): the
 //                             panels [p0, p1) on the scalar family;
 //   K::kPanelGrain            panels per unit of the split over the pool and of the L2 blocks.
@@ -295,16 +279,12 @@ void run_packed(const Tensor& w, const Tensor* bias, const float* x, int64_t x_s
   typename K::Buffers& buffers = buffers_storage;
   const auto acts = K::template quantize<F>(x, x_stride, n_tokens, w.shape()[1], buffers, &pool);
   const bool vnni = packed_vnni_native();
-  [[maybe_unused]] const bool avx2 = !vnni && packed_native<K, F>();
+  const bool avx2 = !vnni && packed_native();
   over_panels(pool, weights.rows, K::kPanelGrain, bias, n_tokens, y, y_stride, [&](int64_t p0, int64_t p1) {
     if (vnni) {
       vnni_panels<typename K::template Tiles<F>>(weights, acts, p0, p1, n_tokens, y, y_stride, K::kPanelGrain);
-    } else if constexpr (has_avx2_tiles<K, F>()) {
-      if (avx2) {
-        avx2_panels<typename K::template Avx2Tiles<F>>(weights, acts, p0, p1, n_tokens, y, y_stride, K::kPanelGrain);
-      } else {
-        K::template scalar<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
-      }
+    } else if (avx2) {
+      avx2_panels<typename K::template Avx2Tiles<F>>(weights, acts, p0, p1, n_tokens, y, y_stride, K::kPanelGrain);
     } else {
       K::template scalar<F>(weights, acts, p0, p1, n_tokens, y, y_stride);
     }
@@ -324,7 +304,7 @@ void run_packed_scalar(const Tensor& w, const float* x, int64_t x_stride, int64_
 // A format's table entry.
 template <class K, class F>
 constexpr PackedProducts products_of() {
-  return {F::packing, run_packed<K, F>, run_packed_scalar<K, F>, packed_native<K, F>};
+  return {F::packing, run_packed<K, F>, run_packed_scalar<K, F>, packed_native};
 }
 
 }  // namespace loom::kernels
