@@ -46,9 +46,11 @@ std::string best_variant_over(const BandwidthProbe& probe, const std::string& me
 double measure_read_variant_gbs(int threads, const std::string& variant, int passes, size_t window_bytes = 0);
 // GFLOP/s of independent fp32 FMA chains on `threads` threads (AVX-512 when present).
 double measure_fma_peak_gflops(int threads);
-// Giga int8 operations per second (a multiply and an add per pair of int8 products) on
-// `threads` threads, in the instruction sequence the quantized kernels use: VPDPBUSD
-// with AVX512-VNNI, else VPMADDUBSW + VPMADDWD + VPADDD (AVX2).
+// Giga int8 operations per second (a multiply and an add per int8 product) on `threads`
+// threads, in the instruction that makes the quantized kernels' products: VPDPBUSD with
+// AVX512-VNNI, else VPMADDUBSW (AVX2), whose 16-bit pair sums the nibble formats add up
+// before widening; the byte formats (q8_0, gq8) take two a product on AVX2, so half of
+// this peak is their ceiling there.
 double measure_int8_dot_peak_gops(int threads);
 
 // Time the threads did not run although they had work: each of `threads` threads spins
