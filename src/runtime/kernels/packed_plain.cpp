@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "common/simd.hpp"
 #include "loom/convert.hpp"
@@ -174,18 +175,24 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
 // later passes, which each read part of every column, find it in L1/L2: without, f32 at
 // 8 tokens ran at half the rate (its 256-byte columns read a quarter at a time from L3).
 // The last columns' prefetches point past the panel (a prefetch never faults).
-template <class E, int V, int T, bool kPull = false>
+// With kWiden it also stores each column's widened rows to `widened` (8V floats a column,
+// contiguous), and kStride is the elements between columns (a panel's, or 8V for such a
+// copy read back as f32).
+template <class E, int V, int T, bool kPull = false, bool kWiden = false, int64_t kStride = kPanelRows>
 LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
-                                float* y, int64_t ys, int64_t valid) {
+                                float* y, int64_t ys, int64_t valid, float* widened = nullptr) {
   __m256 acc[V][T];
   _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) {
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[c][t] = _mm256_setzero_ps();
   }
   for (int64_t k = 0; k < cols; ++k) {
     if constexpr (kPull) prefetch_column<E, 2048>(panel + k * kPanelRows);
-    const typename E::T* column = panel + k * kPanelRows + row0;
+    const typename E::T* column = panel + k * kStride + row0;
     __m256 w[V];
     _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) w[c] = E::load8(column + 8 * c);
+    if constexpr (kWiden) {
+      _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) _mm256_storeu_ps(widened + k * 8 * V + 8 * c, w[c]);
+    }
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) {
       const __m256 xb = _mm256_broadcast_ss(x + t * xs + k);
       _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) acc[c][t] = _mm256_fmadd_ps(w[c], xb, acc[c][t]);
@@ -350,6 +357,82 @@ constexpr std::array<TileFn, sizeof...(I)> avx2_tiles_of(std::integer_sequence<i
   return {&avx2_panel<E, I + 1>...};
 }
 
+// AVX2, 2-byte elements, a product of two token tiles or more (batched decode, prefill):
+// each quarter of 16 rows of a panel meets every tile before the next quarter, the first
+// tile widening the quarter's weights once into a thread's f32 copy (64 bytes a column)
+// that the other tiles read back, instead of each tile widening them again. On Zen 1 a
+// VCVTPH2PS costs about 3 cycles of the pipes the FMAs use, against a tile's 2T FMAs a
+// pair of vectors. `loom_ab_builds --repack auto --batch 8 --prompt 64 --steps 32
+// --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06), b/a geometric mean / median of the
+// rounds: small f16 prefill 1.305 / 1.276x, decode 1.061 / 1.069x; bf16 (whose widening
+// is a shift) 1.186 / 1.187x, 1.038 / 1.044x; f32, copying without widening, decode
+// 0.832x, so it keeps the tile-major order. The copy holds the exact widened values and
+// each output keeps its one fma chain over k from +0: the same bits. Only where the copy
+// stays in L2 (kMaxWidenedBytes: up to 4096 columns).
+constexpr int64_t kQuarterRows = 16;
+constexpr int64_t kMaxWidenedBytes = 256 * 1024;
+
+using WidenFn = void (*)(const void*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t, float*);
+using WidenedFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t);
+
+// Rows [row0, row0 + 16) of a panel against T tokens, their widened values to `widened`;
+// the first quarter pulls the panel's columns ahead as avx2_panel's first pass does.
+template <class E, int T>
+void avx2_widen_quarter(const void* panel, int64_t row0, int64_t cols, const float* x, int64_t xs, float* y,
+                        int64_t ys, int64_t valid, float* widened) {
+  const auto* p = static_cast<const typename E::T*>(panel);
+  if (row0 == 0) {
+    tile_avx2<E, 2, T, true, true>(p, row0, cols, x, xs, y, ys, valid, widened);
+  } else {
+    tile_avx2<E, 2, T, false, true>(p, row0, cols, x, xs, y, ys, valid, widened);
+  }
+}
+
+// A widened quarter (16 f32 rows a column) against T tokens.
+template <int T>
+void avx2_widened_quarter(const float* widened, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys,
+                          int64_t valid) {
+  tile_avx2<F32, 2, T, false, false, kQuarterRows>(widened, 0, cols, x, xs, y, ys, valid);
+}
+
+template <class E, int... I>
+constexpr std::array<WidenFn, sizeof...(I)> widen_fns_of(std::integer_sequence<int, I...>) {
+  return {&avx2_widen_quarter<E, I + 1>...};
+}
+template <int... I>
+constexpr std::array<WidenedFn, sizeof...(I)> widened_fns_of(std::integer_sequence<int, I...>) {
+  return {&avx2_widened_quarter<I + 1>...};
+}
+
+// Panels [p0, p1) against n_tokens (two tiles or more) quarter by quarter (above).
+template <class E>
+void avx2_widened_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
+                         float* y, int64_t ys) {
+  static constexpr auto kWiden = widen_fns_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
+  static constexpr auto kWidened = widened_fns_of(std::make_integer_sequence<int, kMaxTokens>{});
+  thread_local std::vector<float> widened;
+  widened.resize(std::max(widened.size(), static_cast<size_t>(kQuarterRows * w.cols)));
+  const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
+  for (int64_t p = p0; p < p1; ++p) {
+    const typename E::T* panel = w.data + p * w.stride;
+    const int64_t valid = w.valid_rows(p);
+    for (int64_t row0 = 0; row0 < valid; row0 += kQuarterRows) {
+      int64_t t0 = 0;
+      for (int64_t i = 0; i < tiles; ++i) {
+        const int64_t width = n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
+        float* out = y + t0 * ys + p * kPanelRows;
+        if (i == 0) {
+          kWiden[static_cast<size_t>(width - 1)](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, widened.data());
+        } else {
+          kWidened[static_cast<size_t>(width - 1)](widened.data(), w.cols, x + t0 * xs, xs, out + row0, ys,
+                                                   valid - row0);
+        }
+        t0 += width;
+      }
+    }
+  }
+}
+
 // How a product of n_tokens goes through streams() on this machine (AVX-512, 1 to 3
 // tokens; streams == 0: it does not).
 StreamPlan stream_plan(int64_t n_tokens) noexcept {
@@ -407,6 +490,12 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   const auto& kTiles = avx512 ? kAvx512 : kAvx2;
   if (stream_plan(n_tokens).streams > 0) p0 = streamed_panels(w, p0, p1, x, xs, n_tokens, y, ys);
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
+  // (2-byte elements only: see avx2_widened_panels.)
+  if (!avx512 && sizeof(typename E::T) == 2 && tiles >= 2 &&
+      kQuarterRows * w.cols * static_cast<int64_t>(sizeof(float)) <= kMaxWidenedBytes) {
+    avx2_widened_panels(w, p0, p1, x, xs, n_tokens, y, ys);
+    return;
+  }
   // Two or three tiles over a panel wider than kWholePanelBytes: by runs of columns, each
   // tile resuming its sums from y, so the later ones read the run from L1 (a whole 1 MiB
   // panel did not stay in L2 for them), the first prefetching ahead of itself, the others
