@@ -174,8 +174,8 @@ typedef struct loom_load_params {
   /* -- appended: repacking (older, smaller structs leave it OFF) -- */
   int32_t repack;         /* LOOM_REPACK_OFF (default): weights as stored, zero-copy where
                              they fit; LOOM_REPACK_AUTO: copy matrices into the layout their
-                             kernel reads fastest where this CPU has one (every
-                             quantized type; AVX-512 VNNI) */
+                             kernel reads fastest where this CPU has one (the
+                             quantized types, f32, f16, bf16; AVX-512 or AVX2) */
 } loom_load_params;
 #define LOOM_REPACK_OFF 0
 #define LOOM_REPACK_AUTO 1

@@ -59,7 +59,7 @@ const FlagSpec kHelp{"--help", Kind::flag, "show this help"};
 const FlagSpec kDtype{"--dtype", Kind::choice, "matrices' dtype in memory / in the output", {"keep", "f32", "f16", "bf16"}};
 
 const FlagSpec kRepack{"--repack", Kind::choice,
-                       "auto: copy matrices into their kernel's fastest layout where this CPU has one (quantized types: AVX-512 VNNI; f32/f16/bf16: AVX-512 or AVX2); off (default): as stored",
+                       "auto: copy matrices into their kernel's fastest layout where this CPU has one (quantized and f32/f16/bf16 types: AVX-512 or AVX2); off (default): as stored",
                        {"off", "auto"}};
 
 // The KV cache's entries: f32 (loom's default: the attention reads keys and values as the
@@ -767,7 +767,7 @@ std::vector<Command> commands() {
         kDtype,
         {"--quantize", Kind::text, "pack only: a block type (q8_0, q4_k, ...), gq8 / gq4 (with --group), or a preset (q4_k_m, q5_k_m, gq4_m, ...); any case", {}, "TYPE"},
         {"--group", Kind::integer, "group size of gq8 / gq4: 32 (default), 64 or 128", {}, "N"},
-        {"--repack", Kind::flag, "pack only: store matrices in the layout this CPU's kernels read fastest (quantized types: AVX-512 VNNI; f32/f16/bf16: AVX-512 or AVX2)"},
+        {"--repack", Kind::flag, "pack only: store matrices in the layout this CPU's kernels read fastest (quantized and f32/f16/bf16 types: AVX-512 or AVX2)"},
         kHelp},
        cmd_convert},
       {"verify", "PACK", "Checks a pack's data files and every tensor's sha256 against its index (exit 3 on problems).", {kHelp}, cmd_verify},

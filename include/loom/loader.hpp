@@ -42,7 +42,8 @@ struct FileExpectation {
 enum class RepackMode : uint8_t {
   off,        // keep every weight as stored (zero-copy views where the dtype fits)
   automatic,  // repack the matrices whose dtype has a kernel-native layout on this CPU
-              // (today every quantized type, with AVX-512 VNNI): an owned copy, not a mapped view
+              // (today the quantized types, f32, f16 and bf16, with AVX-512 or AVX2): an
+              // owned copy, not a mapped view
 };
 
 struct LoadOptions {
