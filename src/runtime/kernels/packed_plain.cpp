@@ -176,9 +176,11 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
 // 8 tokens ran at half the rate (its 256-byte columns read a quarter at a time from L3).
 // The last columns' prefetches point past the panel (a prefetch never faults).
 // With kWiden it also stores each column's widened rows to `widened` (8V floats a column,
-// contiguous), and kStride is the elements between columns (a panel's, or 8V for such a
-// copy read back as f32).
-template <class E, int V, int T, bool kPull = false, bool kWiden = false, int64_t kStride = kPanelRows>
+// contiguous), kStride is the elements between columns (a panel's, or 8V for such a copy
+// read back as f32), and kOwnLine prefetches the line of each column the tile reads 2 KiB
+// ahead (avx2_quarter).
+template <class E, int V, int T, bool kPull = false, bool kWiden = false, int64_t kStride = kPanelRows,
+          bool kOwnLine = false>
 LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
                                 float* y, int64_t ys, int64_t valid, float* widened = nullptr) {
   __m256 acc[V][T];
@@ -188,6 +190,7 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
   for (int64_t k = 0; k < cols; ++k) {
     if constexpr (kPull) prefetch_column<E, 2048>(panel + k * kPanelRows);
     const typename E::T* column = panel + k * kStride + row0;
+    if constexpr (kOwnLine) _mm_prefetch(reinterpret_cast<const char*>(column) + 2048, _MM_HINT_T0);
     __m256 w[V];
     _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) w[c] = E::load8(column + 8 * c);
     if constexpr (kWiden) {
@@ -357,35 +360,40 @@ constexpr std::array<TileFn, sizeof...(I)> avx2_tiles_of(std::integer_sequence<i
   return {&avx2_panel<E, I + 1>...};
 }
 
-// AVX2, 2-byte elements, a product of two token tiles or more (batched decode, prefill):
-// each quarter of 16 rows of a panel meets every tile before the next quarter, the first
-// tile widening the quarter's weights once into a thread's f32 copy (64 bytes a column)
-// that the other tiles read back, instead of each tile widening them again. On Zen 1 a
-// VCVTPH2PS costs about 3 cycles of the pipes the FMAs use, against a tile's 2T FMAs a
-// pair of vectors. `loom_ab_builds --repack auto --batch 8 --prompt 64 --steps 32
-// --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06), b/a geometric mean / median of the
-// rounds: small f16 prefill 1.305 / 1.276x, decode 1.061 / 1.069x; bf16 (whose widening
-// is a shift) 1.186 / 1.187x, 1.038 / 1.044x; f32, copying without widening, decode
-// 0.832x, so it keeps the tile-major order. The copy holds the exact widened values and
-// each output keeps its one fma chain over k from +0: the same bits. Only where the copy
-// stays in L2 (kMaxWidenedBytes: up to 4096 columns).
+// AVX2, a product of two token tiles or more (batched decode, prefill): each quarter of
+// 16 rows of a panel meets every tile before the next quarter. With 2-byte elements the
+// first tile widens the quarter's weights once into a thread's f32 copy (64 bytes a
+// column) that the other tiles read back, instead of each tile widening them again: on
+// Zen 1 a VCVTPH2PS costs about 3 cycles of the pipes the FMAs use, against a tile's 2T
+// FMAs a pair of vectors. f32's later tiles read the quarter from the panel, where the
+// first tile has just brought it into L1/L2 (tile by tile, a later tile met the panel
+// again after the first had read all of it: from L3 once it outgrew L2). `loom_ab_builds
+// --repack auto --batch 8 --prompt 64 --steps 32 --layouts 4 --threads 2` (Zen 1 EPYC,
+// 2026-12-06), b/a geometric mean / median of the rounds: small f16 prefill 1.305 /
+// 1.276x, decode 1.061 / 1.069x; bf16 (whose widening is a shift) 1.186 / 1.187x, 1.038
+// / 1.044x; f32 prefill 1.018 / 1.016x, decode 1.120 / 1.129x. The quarter order alone
+// (f16 widened by every tile) read prefill 0.773x, decode 0.929x, and f32 through a copy
+// decode 0.832x: the copy pays where it saves the widening. The copy holds the exact
+// widened values and each output keeps its one fma chain over k from +0: the same bits.
+// The quarter order is taken only where a quarter stays in L2 (kMaxQuarterBytes of f32:
+// up to 4096 columns).
 constexpr int64_t kQuarterRows = 16;
-constexpr int64_t kMaxWidenedBytes = 256 * 1024;
+constexpr int64_t kMaxQuarterBytes = 256 * 1024;
 
-using WidenFn = void (*)(const void*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t, float*);
+using QuarterFn = void (*)(const void*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t, float*);
 using WidenedFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t);
 
-// Rows [row0, row0 + 16) of a panel against T tokens, their widened values to `widened`;
-// the first quarter pulls the panel's columns ahead as avx2_panel's first pass does.
-template <class E, int T>
-void avx2_widen_quarter(const void* panel, int64_t row0, int64_t cols, const float* x, int64_t xs, float* y,
-                        int64_t ys, int64_t valid, float* widened) {
-  const auto* p = static_cast<const typename E::T*>(panel);
-  if (row0 == 0) {
-    tile_avx2<E, 2, T, true, true>(p, row0, cols, x, xs, y, ys, valid, widened);
-  } else {
-    tile_avx2<E, 2, T, false, true>(p, row0, cols, x, xs, y, ys, valid, widened);
-  }
+// Rows [row0, row0 + 16) of a panel against T tokens; kWiden: their widened values to
+// `widened` too; kPull: pulling the panel's columns ahead (the first tile over a panel's
+// first quarter, as avx2_panel's first pass), else prefetching the quarter's own line of
+// each column ahead: the quarter is one line in every 256-byte f32 column (128 f16) of a
+// panel in L2, a walk the hardware prefetchers did not keep ahead of (f32 --batch 8
+// decode 0.82x without it).
+template <class E, int T, bool kPull, bool kWiden>
+void avx2_quarter(const void* panel, int64_t row0, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys,
+                  int64_t valid, float* widened) {
+  tile_avx2<E, 2, T, kPull, kWiden, kPanelRows, !kPull>(static_cast<const typename E::T*>(panel), row0, cols, x, xs,
+                                                        y, ys, valid, widened);
 }
 
 // A widened quarter (16 f32 rows a column) against T tokens.
@@ -395,9 +403,9 @@ void avx2_widened_quarter(const float* widened, int64_t cols, const float* x, in
   tile_avx2<F32, 2, T, false, false, kQuarterRows>(widened, 0, cols, x, xs, y, ys, valid);
 }
 
-template <class E, int... I>
-constexpr std::array<WidenFn, sizeof...(I)> widen_fns_of(std::integer_sequence<int, I...>) {
-  return {&avx2_widen_quarter<E, I + 1>...};
+template <class E, bool kPull, bool kWiden, int... I>
+constexpr std::array<QuarterFn, sizeof...(I)> quarter_fns_of(std::integer_sequence<int, I...>) {
+  return {&avx2_quarter<E, I + 1, kPull, kWiden>...};
 }
 template <int... I>
 constexpr std::array<WidenedFn, sizeof...(I)> widened_fns_of(std::integer_sequence<int, I...>) {
@@ -406,12 +414,16 @@ constexpr std::array<WidenedFn, sizeof...(I)> widened_fns_of(std::integer_sequen
 
 // Panels [p0, p1) against n_tokens (two tiles or more) quarter by quarter (above).
 template <class E>
-void avx2_widened_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
+void avx2_quarter_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                          float* y, int64_t ys) {
-  static constexpr auto kWiden = widen_fns_of<E>(std::make_integer_sequence<int, kMaxTokens>{});
-  static constexpr auto kWidened = widened_fns_of(std::make_integer_sequence<int, kMaxTokens>{});
+  constexpr bool kWiden = sizeof(typename E::T) == 2;
+  using Tokens = std::make_integer_sequence<int, kMaxTokens>;
+  static constexpr auto kPullFirst = quarter_fns_of<E, true, kWiden>(Tokens{});
+  static constexpr auto kFirst = quarter_fns_of<E, false, kWiden>(Tokens{});
+  static constexpr auto kLater = quarter_fns_of<E, false, false>(Tokens{});
+  static constexpr auto kWidened = widened_fns_of(Tokens{});
   thread_local std::vector<float> widened;
-  widened.resize(std::max(widened.size(), static_cast<size_t>(kQuarterRows * w.cols)));
+  if constexpr (kWiden) widened.resize(std::max(widened.size(), static_cast<size_t>(kQuarterRows * w.cols)));
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
   for (int64_t p = p0; p < p1; ++p) {
     const typename E::T* panel = w.data + p * w.stride;
@@ -420,12 +432,14 @@ void avx2_widened_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float
       int64_t t0 = 0;
       for (int64_t i = 0; i < tiles; ++i) {
         const int64_t width = n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
+        const auto at = static_cast<size_t>(width - 1);
         float* out = y + t0 * ys + p * kPanelRows;
         if (i == 0) {
-          kWiden[static_cast<size_t>(width - 1)](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, widened.data());
+          (row0 == 0 ? kPullFirst : kFirst)[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, widened.data());
+        } else if constexpr (kWiden) {
+          kWidened[at](widened.data(), w.cols, x + t0 * xs, xs, out + row0, ys, valid - row0);
         } else {
-          kWidened[static_cast<size_t>(width - 1)](widened.data(), w.cols, x + t0 * xs, xs, out + row0, ys,
-                                                   valid - row0);
+          kLater[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, nullptr);
         }
         t0 += width;
       }
@@ -490,10 +504,8 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   const auto& kTiles = avx512 ? kAvx512 : kAvx2;
   if (stream_plan(n_tokens).streams > 0) p0 = streamed_panels(w, p0, p1, x, xs, n_tokens, y, ys);
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
-  // (2-byte elements only: see avx2_widened_panels.)
-  if (!avx512 && sizeof(typename E::T) == 2 && tiles >= 2 &&
-      kQuarterRows * w.cols * static_cast<int64_t>(sizeof(float)) <= kMaxWidenedBytes) {
-    avx2_widened_panels(w, p0, p1, x, xs, n_tokens, y, ys);
+  if (!avx512 && tiles >= 2 && kQuarterRows * w.cols * static_cast<int64_t>(sizeof(float)) <= kMaxQuarterBytes) {
+    avx2_quarter_panels(w, p0, p1, x, xs, n_tokens, y, ys);
     return;
   }
   // Two or three tiles over a panel wider than kWholePanelBytes: by runs of columns, each
