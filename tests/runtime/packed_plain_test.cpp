@@ -107,9 +107,9 @@ TEST_CASE("packed f32, f16, bf16: each output is one fma chain over k from +0, a
       const Tensor p = loom::pack(w, c.packing);
       std::vector<float> wf(static_cast<size_t>(rows * cols));
       loom::convert(c.dtype, w.raw_data(), DType::f32, wf.data(), wf.size());
-      // 7, 8 and 13 tokens: two and three tiles, which AVX2 runs quarter by quarter for
-      // f16 and bf16, the first tile widening the weights for the others (except over
-      // 4128 columns, whose widened quarter would not stay in L2).
+      // 7, 8 and 13 tokens: two and three tiles, which AVX2 runs quarter by quarter (for
+      // f16 and bf16 the first tile widening the weights for the others), except over
+      // 4128 columns, whose quarter would not stay in L2.
       for (const int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 13}) {
         INFO(loom::dtype_name(c.dtype) << " " << rows << " x " << cols << ", " << n << " tokens");
         const std::vector<float> x = t::normal_floats(n * cols, rng);
