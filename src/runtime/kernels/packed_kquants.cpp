@@ -80,6 +80,12 @@ PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t ps, int64_t t0, 
   }
 }
 
+// The AVX2 tiles of the formats below (defined after them), which each format names.
+template <class F>
+struct Avx2NibbleK;
+template <class Bits>
+struct Avx2SixteenK;
+
 // ---- q4_k_x16 and q5_k_x16 (tensor/packing.hpp): d, dmin, scales and mins as bytes,
 // nibble vectors; q5_k's fifth bits as one 64-bit mask per vector and nibble half ----
 //
@@ -87,12 +93,6 @@ PK_INLINE void store_tile(const Weights& w, int64_t p0, int64_t ps, int64_t t0, 
 // value * activation) and sum over s of min[s] * (sum of activations), and
 // acc = fma(isum, d * da, acc) - msum * dmin * da. A value is its nibble (0..15), plus 16
 // where q5_k's fifth bit is set: unsigned either way, as VPDPBUSD wants.
-// The AVX2 tiles of the formats below (defined after them), which each format names.
-template <class F>
-struct Avx2NibbleK;
-template <class Bits>
-struct Avx2SixteenK;
-
 template <class Layout, Packing kPacking, DType kDtype, bool kFifthBit>
 struct NibbleK {
   static constexpr Packing packing = kPacking;
@@ -310,7 +310,7 @@ using Q5K = NibbleK<packed_layout::Q5K, Packing::q5_k_x16, DType::q5_k, true>;
 // A pass holds Q = P x kHalves half panels side by side, half panel q being half kH0 +
 // q % kHalves (rows 8h..8h+7) of panel q / kHalves, and Derived::block<Q, T, kH0,
 // kHalves> adds one block of them into the accumulators (only the first half of each
-// panel prefetches).
+// panel prefetches), its integer sums in `isum`, zeroed for it.
 template <class Derived>
 struct Avx2KTiles {
   static constexpr int kMaxTokens = 4;
@@ -341,7 +341,11 @@ struct Avx2KTiles {
       _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) g[q] = w.group(p0 + q / kHalves * ps, b);
       const uint8_t* act[T];
       _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) act[t] = a.block(t0 + t, b) + kActQuants;
-      Derived::template block<Q, T, kH0, kHalves>(w, g, act, a, t0, b, acc);
+      __m256i isum[Q][T];
+      _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
+      }
+      Derived::template block<Q, T, kH0, kHalves>(w, g, act, a, t0, b, isum, acc);
     }
     _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
       const int64_t row0 = (p0 + q / kHalves * ps) * kPanelRows + 8 * (kH0 + q % kHalves);
@@ -368,11 +372,7 @@ struct Avx2NibbleK : Avx2KTiles<Avx2NibbleK<F>> {
   // two FMAs.
   template <int Q, int T, int kH0, int kHalves>
   PKA_INLINE static void block(const Weights& w, const uint8_t* const (&g)[Q], const uint8_t* const (&act)[T],
-                               const Acts& a, int64_t t0, int64_t b, __m256 (&acc)[Q][T]) {
-    __m256i isum[Q][T];
-    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
-      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
-    }
+                               const Acts& a, int64_t t0, int64_t b, __m256i (&isum)[Q][T], __m256 (&acc)[Q][T]) {
     for (int s = 0; s < 8; ++s) sub_block<Q, T, kH0, kHalves>(g, act, s, isum);
     _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
       const int h = kH0 + q % kHalves;
@@ -798,11 +798,7 @@ struct Avx2SixteenK : Avx2KTiles<Avx2SixteenK<Bits>> {
   // and the FMA (two for q2_k).
   template <int Q, int T, int kH0, int kHalves>
   PKA_INLINE static void block(const Weights& w, const uint8_t* const (&g)[Q], const uint8_t* const (&act)[T],
-                               const Acts& a, int64_t t0, int64_t b, __m256 (&acc)[Q][T]) {
-    __m256i isum[Q][T];
-    _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
-      _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) isum[q][t] = _mm256_setzero_si256();
-    }
+                               const Acts& a, int64_t t0, int64_t b, __m256i (&isum)[Q][T], __m256 (&acc)[Q][T]) {
     for (int h = 0; h < 2; ++h) {
       for (int q4 = 0; q4 < 4; ++q4) {
         for (int half16 = 0; half16 < 2; ++half16) group_sums<Q, T, kH0, kHalves>(g, act, h, q4, half16, isum);

@@ -360,6 +360,11 @@ constexpr std::array<TileFn, sizeof...(I)> avx2_tiles_of(std::integer_sequence<i
   return {&avx2_panel<E, I + 1>...};
 }
 
+// The width of tile i of `tiles` balanced tiles over n_tokens (the first ones one wider).
+constexpr int64_t balanced_width(int64_t n_tokens, int64_t tiles, int64_t i) {
+  return n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
+}
+
 // AVX2, a product of two token tiles or more (batched decode, prefill): each quarter of
 // 16 rows of a panel meets every tile before the next quarter. With 2-byte elements the
 // first tile widens the quarter's weights once into a thread's f32 copy (64 bytes a
@@ -431,7 +436,7 @@ void avx2_quarter_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float
     for (int64_t row0 = 0; row0 < valid; row0 += kQuarterRows) {
       int64_t t0 = 0;
       for (int64_t i = 0; i < tiles; ++i) {
-        const int64_t width = n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
+        const int64_t width = balanced_width(n_tokens, tiles, i);
         const auto at = static_cast<size_t>(width - 1);
         float* out = y + t0 * ys + p * kPanelRows;
         if (i == 0) {
@@ -542,7 +547,7 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
       const char* next = after + skip;
       int64_t t0 = 0;
       for (int64_t i = 0; i < tiles; ++i) {
-        const int64_t width = n_tokens / tiles + (i < n_tokens % tiles ? 1 : 0);
+        const int64_t width = balanced_width(n_tokens, tiles, i);
         Ahead ahead;
         if (i > 0 && after < range_end) {
           ahead.begin = next + (i - 1) * share;
