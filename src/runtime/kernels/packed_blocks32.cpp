@@ -544,6 +544,8 @@ PA_INLINE void half_run_avx2(const uint8_t* const (&panel)[P], const uint8_t* co
           const __m256i low = _mm256_maddubs_epi16(lo[p], av), high = _mm256_maddubs_epi16(hi[p], av);
           sum16[p][t] = j == 0 ? low : _mm256_add_epi16(sum16[p][t], low);
           sum16_high[p][t] = j == 0 ? high : _mm256_add_epi16(sum16_high[p][t], high);
+          in_order(sum16[p][t]);
+          in_order(sum16_high[p][t]);
           if (j == F::kVectors - 1) {
             dot[p][t] = _mm256_add_epi32(_mm256_madd_epi16(sum16[p][t], ones),
                                          _mm256_madd_epi16(sum16_high[p][t], _mm256_set1_epi16(16)));
@@ -561,6 +563,7 @@ PA_INLINE void half_run_avx2(const uint8_t* const (&panel)[P], const uint8_t* co
       _Pragma("GCC unroll 4") for (int p = 0; p < P; ++p) {
         const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo[p], al), _mm256_maddubs_epi16(hi[p], ah));
         sum16[p][t] = j % kIn16 == 0 ? pairs : _mm256_add_epi16(sum16[p][t], pairs);
+        in_order(sum16[p][t]);
         if (j % kIn16 == kIn16 - 1) {
           const __m256i wide = _mm256_madd_epi16(sum16[p][t], ones);
           dot[p][t] = j == kIn16 - 1 ? wide : _mm256_add_epi32(dot[p][t], wide);

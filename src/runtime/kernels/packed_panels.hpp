@@ -199,6 +199,18 @@ LOOM_TARGET_AVX2 __attribute__((always_inline)) inline void store_half_panel_avx
   }
 }
 
+// Pins a running sum where it stands, so the compiler adds a tile's products in the
+// order written. Integer adds reassociate freely, and GCC 12 did so in the 32-column
+// tiles (packed_blocks32.cpp): it turned each 16-bit running sum into a tree over a
+// run's products, which holds them all at once, so the 4-token tiles stored and
+// reloaded them through the stack (objdump: q8_0 98 spill stores to 128 VPMADDUBSW,
+// q4_0 27 to 64; none with the pin). The pin costs no instruction, and the order does
+// not change the exact integers. The k-quant tiles' sums stayed in order without it
+// (pinned, q4_k and q6_k measured 0.98-0.99x), so they go without.
+LOOM_TARGET_AVX2 __attribute__((always_inline)) inline void in_order(__m256i& running_sum) {
+  __asm__("" : "+x"(running_sum));
+}
+
 // The 32 bits of a fifth-bit mask (tensor/packing.hpp) that belong to a half vector's
 // 32 bytes (lane_bit: bit i for byte i), as bytes of 0x10 where set: each byte takes its
 // bit's mask byte (VPSHUFB within each 128-bit lane, which both hold the 4 bytes), keeps
