@@ -169,18 +169,31 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
   }
 }
 
+// How far ahead the first pass of an AVX2 tile pulls each column (tile_avx2).
+constexpr int64_t kAvx2PullBytes = 2048;
+// AVX2 decode of f16/bf16 panels pulls each column 4 KiB ahead (32 columns): the hardware
+// prefetchers alone left one panel stream a thread at about half the rate widening
+// allows. `loom_ab_builds --repack auto --batch 1 --prompt 64 --steps 32 --rounds 4
+// --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06), decode b/a against none: small f16
+// 1.27 / 1.28x (geometric mean / median of the rounds), bf16 1.20 / 1.20x; 2 and 8 KiB
+// read the same as 4 (1.03 / 1.01x, 1.00 / 1.00x). f32 (256-byte columns) read 0.91x at
+// 2 KiB and 0.95-1.00x at 4, so it leaves its one stream to the hardware.
+constexpr int64_t kAvx2DecodePullBytes = 4096;
+
 // AVX2 (16 registers of 8 lanes): V vectors, rows [row0, row0 + 8V) of a panel, against T
 // tokens (avx2_panel picks V). The same fma chain per output as the AVX-512 tile. With
-// kPull (the first pass over a panel) each column 2 KiB ahead is prefetched whole, so the
-// later passes, which each read part of every column, find it in L1/L2: without, f32 at
-// 8 tokens ran at half the rate (its 256-byte columns read a quarter at a time from L3).
-// The last columns' prefetches point past the panel (a prefetch never faults).
+// kPullAhead (the first pass over a panel: kAvx2PullBytes) each column that many bytes
+// ahead is prefetched whole, so the later passes, which each read part of every column,
+// find it in L1/L2: without, f32 at 8 tokens ran at half the rate (its 256-byte columns
+// read a quarter at a time from L3). Decode pulls its f16/bf16 columns ahead too
+// (kAvx2DecodePullBytes). The last columns' prefetches point past the panel (a prefetch
+// never faults).
 // With kWiden it also stores each column's widened rows to `widened` (8V floats a column,
 // contiguous), kStride is the elements between columns (a panel's, or 8V for such a copy
 // read back as f32), and kOwnLine prefetches the line of each column the tile reads 2 KiB
 // ahead (avx2_quarter). Lines [next, next_end) (of the next panel, avx2_quarter_panels) are
 // prefetched into L2, one a column, while the tile runs.
-template <class E, int V, int T, bool kPull = false, bool kWiden = false, int64_t kStride = kPanelRows,
+template <class E, int V, int T, int64_t kPullAhead = 0, bool kWiden = false, int64_t kStride = kPanelRows,
           bool kOwnLine = false>
 LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
                                 float* y, int64_t ys, int64_t valid, float* widened = nullptr,
@@ -194,7 +207,7 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
       _mm_prefetch(next, _MM_HINT_T1);
       next += 64;
     }
-    if constexpr (kPull) prefetch_column<E, 2048>(panel + k * kPanelRows);
+    if constexpr (kPullAhead > 0) prefetch_column<E, kPullAhead>(panel + k * kPanelRows);
     const typename E::T* column = panel + k * kStride + row0;
     if constexpr (kOwnLine) _mm_prefetch(reinterpret_cast<const char*>(column) + 2048, _MM_HINT_T0);
     __m256 w[V];
@@ -341,8 +354,9 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 }
 
 // AVX2: a token tile of one width over a whole panel: decode the whole column at once
-// (eight FMA chains), two tokens as two halves of 32 rows (eight chains), three to six
-// tokens as four quarters of 16 rows (2T accumulators). Measured on the Zen 4 kind with
+// (eight FMA chains; f16 and bf16 pulling their columns ahead), two tokens as two halves
+// of 32 rows (eight chains), three to six tokens as four quarters of 16 rows (2T
+// accumulators). Measured on the Zen 4 kind with
 // LOOM_ISA=avx2 (docs/runtime.md, "Plain-dtype panels"). Always the whole panel from +0
 // (the runs that resume are AVX-512's).
 template <class E, int T>
@@ -350,11 +364,11 @@ void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, flo
                 Ahead, bool /*resume*/) {
   const auto* p = static_cast<const typename E::T*>(panel);
   if constexpr (T == 1) {
-    tile_avx2<E, 8, 1>(p, 0, cols, x, xs, y, ys, valid);
+    tile_avx2<E, 8, 1, sizeof(typename E::T) == 2 ? kAvx2DecodePullBytes : 0>(p, 0, cols, x, xs, y, ys, valid);
   } else {
     // Eight FMA chains at two tokens (half the panel at a time), 2T from three tokens on.
     constexpr int kV = T == 2 ? 4 : 2;
-    tile_avx2<E, kV, T, true>(p, 0, cols, x, xs, y, ys, valid);
+    tile_avx2<E, kV, T, kAvx2PullBytes>(p, 0, cols, x, xs, y, ys, valid);
     for (int64_t row0 = 8 * kV; row0 < kPanelRows && row0 < valid; row0 += 8 * kV) {
       tile_avx2<E, kV, T>(p, row0, cols, x, xs, y, ys, valid);
     }
@@ -413,8 +427,8 @@ using WidenedFn = void (*)(const float*, int64_t, const float*, int64_t, float*,
 template <class E, int T, bool kPull, bool kWiden>
 void avx2_quarter(const void* panel, int64_t row0, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys,
                   int64_t valid, float* widened, const char* next, const char* next_end) {
-  tile_avx2<E, 2, T, kPull, kWiden, kPanelRows, !kPull>(static_cast<const typename E::T*>(panel), row0, cols, x, xs,
-                                                        y, ys, valid, widened, next, next_end);
+  tile_avx2<E, 2, T, kPull ? kAvx2PullBytes : 0, kWiden, kPanelRows, !kPull>(
+      static_cast<const typename E::T*>(panel), row0, cols, x, xs, y, ys, valid, widened, next, next_end);
 }
 
 // A widened quarter (16 f32 rows a column) against T tokens.
