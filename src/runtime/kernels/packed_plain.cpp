@@ -177,7 +177,8 @@ constexpr int64_t kAvx2PullBytes = 2048;
 // --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06), decode b/a against none: small f16
 // 1.27 / 1.28x (geometric mean / median of the rounds), bf16 1.20 / 1.20x; 2 and 8 KiB
 // read the same as 4 (1.03 / 1.01x, 1.00 / 1.00x). f32 (256-byte columns) read 0.91x at
-// 2 KiB and 0.95-1.00x at 4, so it leaves its one stream to the hardware.
+// 2 KiB, 0.95-1.00x at 4, 0.89-0.91x at 8 and 16, so it leaves its one stream to the
+// hardware.
 constexpr int64_t kAvx2DecodePullBytes = 4096;
 
 // AVX2 (16 registers of 8 lanes): V vectors, rows [row0, row0 + 8V) of a panel, against T
