@@ -357,21 +357,29 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 // AVX2: a token tile of one width over a whole panel: decode the whole column at once
 // (eight FMA chains; f16 and bf16 pulling their columns ahead), two tokens as two halves
 // of 32 rows (eight chains), three to six tokens as four quarters of 16 rows (2T
-// accumulators). Measured on the Zen 4 kind with
+// accumulators). Only the first of those passes reads memory, so each prefetches its
+// share of `ahead` (the next panel, native_panels) into L2, one line a column, and the
+// bus works while the later passes compute from cache: `loom_ab_builds --repack auto
+// --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06),
+// decode b/a against none: --batch 4 small f32 1.67x, f16 1.18x; --batch 2 f32 1.13x,
+// bf16 1.24x. Measured on the Zen 4 kind with
 // LOOM_ISA=avx2 (docs/runtime.md, "Plain-dtype panels"). Always the whole panel from +0
 // (the runs that resume are AVX-512's).
 template <class E, int T>
 void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid,
-                Ahead, bool /*resume*/) {
+                Ahead ahead, bool /*resume*/) {
   const auto* p = static_cast<const typename E::T*>(panel);
   if constexpr (T == 1) {
     tile_avx2<E, 8, 1, sizeof(typename E::T) == 2 ? kAvx2DecodePullBytes : 0>(p, 0, cols, x, xs, y, ys, valid);
   } else {
     // Eight FMA chains at two tokens (half the panel at a time), 2T from three tokens on.
     constexpr int kV = T == 2 ? 4 : 2;
-    tile_avx2<E, kV, T, kAvx2PullBytes>(p, 0, cols, x, xs, y, ys, valid);
-    for (int64_t row0 = 8 * kV; row0 < kPanelRows && row0 < valid; row0 += 8 * kV) {
-      tile_avx2<E, kV, T>(p, row0, cols, x, xs, y, ys, valid);
+    const int64_t passes = (std::min(valid, kPanelRows) + 8 * kV - 1) / (8 * kV);
+    const int64_t bytes = ahead.end - ahead.begin;
+    const auto share = [&](int64_t i) { return ahead.begin ? ahead.begin + bytes * i / passes : nullptr; };
+    tile_avx2<E, kV, T, kAvx2PullBytes>(p, 0, cols, x, xs, y, ys, valid, nullptr, share(0), share(1));
+    for (int64_t i = 1; i < passes; ++i) {
+      tile_avx2<E, kV, T>(p, 8 * kV * i, cols, x, xs, y, ys, valid, nullptr, share(i), share(i + 1));
     }
   }
 }
@@ -529,8 +537,10 @@ int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float*
 // from L2 (a panel of 1024 f16 columns is 128 KiB). On AVX-512 the tiles after the first
 // prefetch the next panel into L2, a share each, at most one line a column (so with few
 // tiles part of the share is left to the hardware prefetchers; prefetching all of it, in
-// every tile, measured no faster: docs/runtime.md); the AVX2 tiles ignore `ahead` and
-// pull each panel themselves (tile_avx2). Two (f16, bf16: or three) AVX-512 tiles over a
+// every tile, measured no faster: docs/runtime.md); the AVX2 tiles pull each panel's
+// columns ahead themselves (tile_avx2), and one AVX2 tile of 2 to 6 tokens, which passes
+// over the panel in halves or quarters, gets the whole next panel as `ahead`, a share
+// for each pass (avx2_panel; two tiles or more take avx2_quarter_panels). Two (f16, bf16: or three) AVX-512 tiles over a
 // panel of more than kWholePanelBytes meet it a run of columns at a time instead, the
 // tiles after the first prefetching the next run. The first of one to three tiles over a
 // whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and bf16:
@@ -593,6 +603,10 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
           ahead.every = every;
         }
         ahead.pull = by_runs && i == 0;
+        if (!avx512 && tiles == 1 && after < range_end) {  // the next panel (avx2_panel)
+          ahead.begin = after;
+          ahead.end = after + panel_bytes;
+        }
         const auto& tiles_here = first_own && i == 0 ? kAvx512Own : kTiles;
         tiles_here[static_cast<size_t>(width - 1)](panel + k0 * kPanelRows, cols, x + t0 * xs + k0, xs,
                                                    y + t0 * ys + p * kPanelRows, ys, w.valid_rows(p), ahead, k0 > 0);
