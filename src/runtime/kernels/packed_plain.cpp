@@ -362,9 +362,9 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 // bus works while the later passes compute from cache: `loom_ab_builds --repack auto
 // --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06),
 // decode b/a against none: --batch 4 small f32 1.67x, f16 1.18x; --batch 2 f32 1.13x,
-// bf16 1.24x. Measured on the Zen 4 kind with
-// LOOM_ISA=avx2 (docs/runtime.md, "Plain-dtype panels"). Always the whole panel from +0
-// (the runs that resume are AVX-512's).
+// bf16 1.24x. The tile shapes were measured on the Zen 4 kind with LOOM_ISA=avx2
+// (docs/runtime.md, "Plain-dtype panels"). Always the whole panel from +0 (the runs that
+// resume are AVX-512's).
 template <class E, int T>
 void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid,
                 Ahead ahead, bool /*resume*/) {
@@ -485,8 +485,8 @@ void avx2_quarter_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float
         const char* from = next ? next + panel_bytes * pass / passes : nullptr;
         const char* to = next ? next + panel_bytes * (pass + 1) / passes : nullptr;
         if (i == 0) {
-          (row0 == 0 ? kPullFirst : kFirst)[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid,
-                                                          widened.data(), from, to);
+          const auto& first = row0 == 0 ? kPullFirst : kFirst;
+          first[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, widened.data(), from, to);
         } else if constexpr (kWiden) {
           kWidened[at](widened.data(), w.cols, x + t0 * xs, xs, out + row0, ys, valid - row0, from, to);
         } else {
@@ -540,7 +540,8 @@ int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float*
 // every tile, measured no faster: docs/runtime.md); the AVX2 tiles pull each panel's
 // columns ahead themselves (tile_avx2), and one AVX2 tile of 2 to 6 tokens, which passes
 // over the panel in halves or quarters, gets the whole next panel as `ahead`, a share
-// for each pass (avx2_panel; two tiles or more take avx2_quarter_panels). Two (f16, bf16: or three) AVX-512 tiles over a
+// for each pass (avx2_panel; two tiles or more take avx2_quarter_panels). Two (f16,
+// bf16: or three) AVX-512 tiles over a
 // panel of more than kWholePanelBytes meet it a run of columns at a time instead, the
 // tiles after the first prefetching the next run. The first of one to three tiles over a
 // whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and bf16:
