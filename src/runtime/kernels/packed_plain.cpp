@@ -169,6 +169,12 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
   }
 }
 
+// Where pass i of `passes` over a panel starts prefetching the `bytes` from `next` (the
+// next panel) into L2, pass i + 1's start being its end; null (nothing) without a next.
+inline const char* pass_share(const char* next, int64_t bytes, int64_t i, int64_t passes) {
+  return next ? next + bytes * i / passes : nullptr;
+}
+
 // How far ahead the first pass of an AVX2 tile pulls each column (tile_avx2).
 constexpr int64_t kAvx2PullBytes = 2048;
 // AVX2 decode of f16/bf16 panels pulls each column 4 KiB ahead (32 columns): the hardware
@@ -192,8 +198,9 @@ constexpr int64_t kAvx2DecodePullBytes = 4096;
 // With kWiden it also stores each column's widened rows to `widened` (8V floats a column,
 // contiguous), kStride is the elements between columns (a panel's, or 8V for such a copy
 // read back as f32), and kOwnLine prefetches the line of each column the tile reads 2 KiB
-// ahead (avx2_quarter). Lines [next, next_end) (of the next panel, avx2_quarter_panels) are
-// prefetched into L2, one a column, while the tile runs.
+// ahead (avx2_quarter). Lines [next, next_end) (the pass's share of the next panel:
+// pass_share, from avx2_panel and avx2_quarter_panels) are prefetched into L2, one a
+// column, while the tile runs.
 template <class E, int V, int T, int64_t kPullAhead = 0, bool kWiden = false, int64_t kStride = kPanelRows,
           bool kOwnLine = false>
 LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
@@ -376,10 +383,12 @@ void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, flo
     constexpr int kV = T == 2 ? 4 : 2;
     const int64_t passes = (std::min(valid, kPanelRows) + 8 * kV - 1) / (8 * kV);
     const int64_t bytes = ahead.end - ahead.begin;
-    const auto share = [&](int64_t i) { return ahead.begin ? ahead.begin + bytes * i / passes : nullptr; };
-    tile_avx2<E, kV, T, kAvx2PullBytes>(p, 0, cols, x, xs, y, ys, valid, nullptr, share(0), share(1));
+    tile_avx2<E, kV, T, kAvx2PullBytes>(p, 0, cols, x, xs, y, ys, valid, nullptr,
+                                        pass_share(ahead.begin, bytes, 0, passes),
+                                        pass_share(ahead.begin, bytes, 1, passes));
     for (int64_t i = 1; i < passes; ++i) {
-      tile_avx2<E, kV, T>(p, 8 * kV * i, cols, x, xs, y, ys, valid, nullptr, share(i), share(i + 1));
+      tile_avx2<E, kV, T>(p, 8 * kV * i, cols, x, xs, y, ys, valid, nullptr,
+                          pass_share(ahead.begin, bytes, i, passes), pass_share(ahead.begin, bytes, i + 1, passes));
     }
   }
 }
@@ -482,8 +491,8 @@ void avx2_quarter_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float
         const int64_t width = balanced_width(n_tokens, tiles, i);
         const auto at = static_cast<size_t>(width - 1);
         float* out = y + t0 * ys + p * kPanelRows;
-        const char* from = next ? next + panel_bytes * pass / passes : nullptr;
-        const char* to = next ? next + panel_bytes * (pass + 1) / passes : nullptr;
+        const char* from = pass_share(next, panel_bytes, pass, passes);
+        const char* to = pass_share(next, panel_bytes, pass + 1, passes);
         if (i == 0) {
           const auto& first = row0 == 0 ? kPullFirst : kFirst;
           first[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, widened.data(), from, to);
