@@ -169,10 +169,33 @@ LOOM_TARGET_AVX512 void tile(const typename E::T* panel, int64_t cols, const flo
   }
 }
 
-// Where pass i of `passes` over a panel starts prefetching the `bytes` from `next` (the
-// next panel) into L2, pass i + 1's start being its end; null (nothing) without a next.
-inline const char* pass_share(const char* next, int64_t bytes, int64_t i, int64_t passes) {
-  return next ? next + bytes * i / passes : nullptr;
+// What one AVX2 pass over a panel prefetches into L2 while it runs (tile_avx2): lines
+// [begin, end), at each column k with (k & every_mask) == 0 (the tile's kShareLines of
+// them); nothing when begin is null.
+struct PassShare {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  int64_t every_mask = 0;
+};
+
+// Pass i of `passes` over a panel of `cols` columns: its share of the `bytes` from `next`
+// (the next panel; none without one), pass i + 1's starting where it ends. With `spread`
+// the share is spread over all the pass's columns (`lines` a column, every 2^j columns),
+// else taken from the pass's start (what `lines` a column reach by its end). Spread, the
+// requests do not come in a burst that holds up the pass's own loads, and a share larger
+// than a line a column is all requested: `loom_ab_builds --repack auto --prompt 64
+// --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-07), decode b/a
+// against from the start: small f32 --batch 8 1.13x, --batch 2 (two lines a column)
+// 1.07x; f16 --batch 4 1.06x, --batch 8 1.05x; bf16 --batch 8 1.03x; prefill 0.99-1.01x.
+inline PassShare pass_share(const char* next, int64_t bytes, int64_t i, int64_t passes, int64_t cols, int64_t lines,
+                            bool spread) {
+  if (!next) return {};
+  PassShare share{next + bytes * i / passes, next + bytes * (i + 1) / passes};
+  const int64_t steps = (share.end - share.begin + 64 * lines - 1) / (64 * lines);  // columns that prefetch
+  int64_t every = 1;
+  while (spread && steps > 0 && every * 2 * steps <= cols) every *= 2;
+  share.every_mask = every - 1;
+  return share;
 }
 
 // How far ahead the first pass of an AVX2 tile pulls each column (tile_avx2).
@@ -198,22 +221,25 @@ constexpr int64_t kAvx2DecodePullBytes = 4096;
 // With kWiden it also stores each column's widened rows to `widened` (8V floats a column,
 // contiguous), kStride is the elements between columns (a panel's, or 8V for such a copy
 // read back as f32), and kOwnLine prefetches the line of each column the tile reads 2 KiB
-// ahead (avx2_quarter). Lines [next, next_end) (the pass's share of the next panel:
-// pass_share, from avx2_panel and avx2_quarter_panels) are prefetched into L2, one a
-// column, while the tile runs.
+// ahead (avx2_quarter). `share` (the pass's share of the next panel: pass_share, from
+// avx2_panel and avx2_quarter_panels) is prefetched into L2 while the tile runs.
 template <class E, int V, int T, int64_t kPullAhead = 0, bool kWiden = false, int64_t kStride = kPanelRows,
-          bool kOwnLine = false>
+          bool kOwnLine = false, int kShareLines = 1>
 LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
                                 float* y, int64_t ys, int64_t valid, float* widened = nullptr,
-                                const char* next = nullptr, const char* next_end = nullptr) {
+                                PassShare share = {}) {
   __m256 acc[V][T];
   _Pragma("GCC unroll 8") for (int c = 0; c < V; ++c) {
     _Pragma("GCC unroll 8") for (int t = 0; t < T; ++t) acc[c][t] = _mm256_setzero_ps();
   }
   for (int64_t k = 0; k < cols; ++k) {
-    if (next < next_end) {
-      _mm_prefetch(next, _MM_HINT_T1);
-      next += 64;
+    if ((k & share.every_mask) == 0) {
+      _Pragma("GCC unroll 4") for (int line = 0; line < kShareLines; ++line) {
+        if (share.begin < share.end) {
+          _mm_prefetch(share.begin, _MM_HINT_T1);
+          share.begin += 64;
+        }
+      }
     }
     if constexpr (kPullAhead > 0) prefetch_column<E, kPullAhead>(panel + k * kPanelRows);
     const typename E::T* column = panel + k * kStride + row0;
@@ -365,7 +391,8 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 // (eight FMA chains; f16 and bf16 pulling their columns ahead), two tokens as two halves
 // of 32 rows (eight chains), three to six tokens as four quarters of 16 rows (2T
 // accumulators). Only the first of those passes reads memory, so each prefetches its
-// share of `ahead` (the next panel, native_panels) into L2, one line a column, and the
+// share of `ahead` (the next panel, native_panels) into L2, spread over its columns
+// (pass_share), and the
 // bus works while the later passes compute from cache: `loom_ab_builds --repack auto
 // --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06),
 // decode b/a against none: --batch 4 small f32 1.67x, f16 1.18x; --batch 2 f32 1.13x,
@@ -382,13 +409,14 @@ void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, flo
     // Eight FMA chains at two tokens (half the panel at a time), 2T from three tokens on.
     constexpr int kV = T == 2 ? 4 : 2;
     const int64_t passes = (std::min(valid, kPanelRows) + 8 * kV - 1) / (8 * kV);
+    // Lines a column for a whole panel's share (f32 at two tokens: two; else one).
+    constexpr int kLines = std::max<int>(1, static_cast<int>(kColumnBytes<E> / 64 / (kPanelRows / (8 * kV))));
     const int64_t bytes = ahead.end - ahead.begin;
-    tile_avx2<E, kV, T, kAvx2PullBytes>(p, 0, cols, x, xs, y, ys, valid, nullptr,
-                                        pass_share(ahead.begin, bytes, 0, passes),
-                                        pass_share(ahead.begin, bytes, 1, passes));
+    tile_avx2<E, kV, T, kAvx2PullBytes, false, kPanelRows, false, kLines>(
+        p, 0, cols, x, xs, y, ys, valid, nullptr, pass_share(ahead.begin, bytes, 0, passes, cols, kLines, true));
     for (int64_t i = 1; i < passes; ++i) {
-      tile_avx2<E, kV, T>(p, 8 * kV * i, cols, x, xs, y, ys, valid, nullptr,
-                          pass_share(ahead.begin, bytes, i, passes), pass_share(ahead.begin, bytes, i + 1, passes));
+      tile_avx2<E, kV, T, 0, false, kPanelRows, false, kLines>(
+          p, 8 * kV * i, cols, x, xs, y, ys, valid, nullptr, pass_share(ahead.begin, bytes, i, passes, cols, kLines, true));
     }
   }
 }
@@ -421,7 +449,8 @@ constexpr int64_t balanced_width(int64_t n_tokens, int64_t tiles, int64_t i) {
 // The quarter order is taken only where a quarter stays in L2 (kMaxQuarterBytes of f32:
 // up to 4096 columns).
 // Only a panel's first pass reads memory, so every pass over panel p prefetches its share
-// of panel p + 1 into L2 (one line a column), and the bus works while the later passes
+// of panel p + 1 into L2 (spread over its columns in batched decode, one line a column
+// from its start in prefill: pass_share), and the bus works while the later passes
 // compute from cache; the first pass still pulls its columns 2 KiB ahead into L1 (from L2
 // now, or memory for a thread's first panel). Against without, `loom_ab_builds --repack
 // auto --batch 8 --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC,
@@ -429,12 +458,12 @@ constexpr int64_t balanced_width(int64_t n_tokens, int64_t tiles, int64_t i) {
 // 1.08x more with it on every panel; f16 1.07x, bf16 1.10x; prefill 0.98-1.02x. Pulling
 // 4 KiB ahead instead of 2 read 1.00-1.04x.
 constexpr int64_t kQuarterRows = 16;
+constexpr int64_t kMostSpreadTiles = 3;
 constexpr int64_t kMaxQuarterBytes = 256 * 1024;
 
 using QuarterFn = void (*)(const void*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t, float*,
-                           const char*, const char*);
-using WidenedFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, const char*,
-                           const char*);
+                           PassShare);
+using WidenedFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, PassShare);
 
 // Rows [row0, row0 + 16) of a panel against T tokens; kWiden: their widened values to
 // `widened` too; kPull: pulling the panel's columns ahead (the first tile over a panel's
@@ -444,16 +473,16 @@ using WidenedFn = void (*)(const float*, int64_t, const float*, int64_t, float*,
 // decode 0.82x without it).
 template <class E, int T, bool kPull, bool kWiden>
 void avx2_quarter(const void* panel, int64_t row0, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys,
-                  int64_t valid, float* widened, const char* next, const char* next_end) {
+                  int64_t valid, float* widened, PassShare share) {
   tile_avx2<E, 2, T, kPull ? kAvx2PullBytes : 0, kWiden, kPanelRows, !kPull>(
-      static_cast<const typename E::T*>(panel), row0, cols, x, xs, y, ys, valid, widened, next, next_end);
+      static_cast<const typename E::T*>(panel), row0, cols, x, xs, y, ys, valid, widened, share);
 }
 
 // A widened quarter (16 f32 rows a column) against T tokens.
 template <int T>
 void avx2_widened_quarter(const float* widened, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys,
-                          int64_t valid, const char* next, const char* next_end) {
-  tile_avx2<F32, 2, T, false, false, kQuarterRows>(widened, 0, cols, x, xs, y, ys, valid, nullptr, next, next_end);
+                          int64_t valid, PassShare share) {
+  tile_avx2<F32, 2, T, false, false, kQuarterRows>(widened, 0, cols, x, xs, y, ys, valid, nullptr, share);
 }
 
 template <class E, bool kPull, bool kWiden, int... I>
@@ -479,6 +508,10 @@ void avx2_quarter_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float
   if constexpr (kWiden) widened.resize(std::max(widened.size(), static_cast<size_t>(kQuarterRows * w.cols)));
   const int64_t tiles = (n_tokens + kMaxTokens - 1) / kMaxTokens;
   const int64_t panel_bytes = w.cols * kColumnBytes<E>;
+  // Batched decode's few tiles spread each pass's share over its columns; prefill's many
+  // (more than kMostSpreadTiles) keep one line a column from a pass's start: spread, a
+  // 64-token prompt read 0.98x.
+  const bool spread = tiles <= kMostSpreadTiles;
   for (int64_t p = p0; p < p1; ++p) {
     const typename E::T* panel = w.data + p * w.stride;
     const int64_t valid = w.valid_rows(p);
@@ -491,15 +524,14 @@ void avx2_quarter_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float
         const int64_t width = balanced_width(n_tokens, tiles, i);
         const auto at = static_cast<size_t>(width - 1);
         float* out = y + t0 * ys + p * kPanelRows;
-        const char* from = pass_share(next, panel_bytes, pass, passes);
-        const char* to = pass_share(next, panel_bytes, pass + 1, passes);
+        const PassShare share = pass_share(next, panel_bytes, pass, passes, w.cols, 1, spread);
         if (i == 0) {
           const auto& first = row0 == 0 ? kPullFirst : kFirst;
-          first[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, widened.data(), from, to);
+          first[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, widened.data(), share);
         } else if constexpr (kWiden) {
-          kWidened[at](widened.data(), w.cols, x + t0 * xs, xs, out + row0, ys, valid - row0, from, to);
+          kWidened[at](widened.data(), w.cols, x + t0 * xs, xs, out + row0, ys, valid - row0, share);
         } else {
-          kLater[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, nullptr, from, to);
+          kLater[at](panel, row0, w.cols, x + t0 * xs, xs, out, ys, valid, nullptr, share);
         }
         t0 += width;
       }
