@@ -182,8 +182,8 @@ struct PassShare {
 // (the next panel; none without one), pass i + 1's starting where it ends. With `spread`
 // the share is spread over all the pass's columns (`lines` a column, every 2^j columns),
 // else taken from the pass's start (what `lines` a column reach by its end). Spread, the
-// requests do not come in a burst that holds up the pass's own loads, and a share larger
-// than a line a column is all requested: `loom_ab_builds --repack auto --prompt 64
+// requests do not come in one burst (which, we take it, held up the pass's own loads),
+// and a share larger than a line a column is all requested: `loom_ab_builds --repack auto --prompt 64
 // --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-07), decode b/a
 // against from the start: small f32 --batch 8 1.13x, --batch 2 (two lines a column)
 // 1.07x; f16 --batch 4 1.06x, --batch 8 1.05x; bf16 --batch 8 1.03x; prefill 0.99-1.01x.
@@ -392,10 +392,9 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 // of 32 rows (eight chains), three to six tokens as four quarters of 16 rows (2T
 // accumulators). Only the first of those passes reads memory, so each prefetches its
 // share of `ahead` (the next panel, native_panels) into L2, spread over its columns
-// (pass_share), and the
-// bus works while the later passes compute from cache: `loom_ab_builds --repack auto
-// --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06),
-// decode b/a against none: --batch 4 small f32 1.67x, f16 1.18x; --batch 2 f32 1.13x,
+// (pass_share), and the bus works while the later passes compute from cache:
+// `loom_ab_builds --repack auto --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads
+// 2` (Zen 1 EPYC, 2026-12-06), decode b/a against none: --batch 4 small f32 1.67x, f16 1.18x; --batch 2 f32 1.13x,
 // bf16 1.24x. The tile shapes were measured on the Zen 4 kind with LOOM_ISA=avx2
 // (docs/runtime.md, "Plain-dtype panels"). Always the whole panel from +0 (the runs that
 // resume are AVX-512's).
