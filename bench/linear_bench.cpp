@@ -228,11 +228,13 @@ void quant_args(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
-// {dtype, rows, cols, threads[, tokens], packed}
+// {dtype, rows, cols, threads[, tokens], packed}. A large square matrix, the small shape's
+// gate/up and its down projection (2816 columns: an f32 panel of 704 KiB, wider than
+// Zen 1's L2), and a matrix that fits L2.
 void shapes(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> tokens) {
   for (auto dt : {loom::DType::f32, loom::DType::f16, loom::DType::bf16}) {
     for (int threads : {1, 2}) {
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {2816, 1024}, {256, 1024}}) {
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {2816, 1024}, {1024, 2816}, {256, 1024}}) {
         for (int64_t packed : {0, 1}) {
           if (tokens.size() == 0) b->Args({static_cast<int64_t>(dt), rows, cols, threads, packed});
           for (int64_t n : tokens) b->Args({static_cast<int64_t>(dt), rows, cols, threads, n, packed});
