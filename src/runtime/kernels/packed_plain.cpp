@@ -181,12 +181,14 @@ struct PassShare {
 // Pass i of `passes` over a panel of `cols` columns: its share of the `bytes` from `next`
 // (the next panel; none without one), pass i + 1's starting where it ends. With `spread`
 // the share is spread over all the pass's columns (`lines` a column, every 2^j columns),
-// else taken from the pass's start (what `lines` a column reach by its end). Spread, the
+// else taken from the pass's start (what `lines` a column reach by its end). `lines` is
+// the tile's kShareLines (the caller passes the same constant to both). Spread, the
 // requests do not come in one burst (which, we take it, held up the pass's own loads),
-// and a share larger than a line a column is all requested: `loom_ab_builds --repack auto --prompt 64
-// --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-07), decode b/a
-// against from the start: small f32 --batch 8 1.13x, --batch 2 (two lines a column)
-// 1.07x; f16 --batch 4 1.06x, --batch 8 1.05x; bf16 --batch 8 1.03x; prefill 0.99-1.01x.
+// and a share larger than a line a column is all requested: `loom_ab_builds --repack
+// auto --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads 2` (Zen 1 EPYC,
+// 2026-12-07), decode b/a against from the start: small f32 --batch 8 1.13x, --batch 2
+// (two lines a column) 1.07x; f16 --batch 4 1.06x, --batch 8 1.05x; bf16 --batch 8
+// 1.03x; prefill 0.99-1.01x.
 inline PassShare pass_share(const char* next, int64_t bytes, int64_t i, int64_t passes, int64_t cols, int64_t lines,
                             bool spread) {
   if (!next) return {};
@@ -394,8 +396,8 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 // share of `ahead` (the next panel, native_panels) into L2, spread over its columns
 // (pass_share), and the bus works while the later passes compute from cache:
 // `loom_ab_builds --repack auto --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads
-// 2` (Zen 1 EPYC, 2026-12-06), decode b/a against none: --batch 4 small f32 1.67x, f16 1.18x; --batch 2 f32 1.13x,
-// bf16 1.24x. The tile shapes were measured on the Zen 4 kind with LOOM_ISA=avx2
+// 2` (Zen 1 EPYC, 2026-12-06), decode b/a against none: --batch 4 small f32 1.67x, f16
+// 1.18x; --batch 2 f32 1.13x, bf16 1.24x. The tile shapes were measured on the Zen 4 kind with LOOM_ISA=avx2
 // (docs/runtime.md, "Plain-dtype panels"). Always the whole panel from +0 (the runs that
 // resume are AVX-512's).
 template <class E, int T>
@@ -411,11 +413,12 @@ void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, flo
     // Lines a column for a whole panel's share (f32 at two tokens: two; else one).
     constexpr int kLines = std::max<int>(1, static_cast<int>(kColumnBytes<E> / 64 / (kPanelRows / (8 * kV))));
     const int64_t bytes = ahead.end - ahead.begin;
-    tile_avx2<E, kV, T, kAvx2PullBytes, false, kPanelRows, false, kLines>(
-        p, 0, cols, x, xs, y, ys, valid, nullptr, pass_share(ahead.begin, bytes, 0, passes, cols, kLines, true));
+    const auto share = [&](int64_t i) { return pass_share(ahead.begin, bytes, i, passes, cols, kLines, true); };
+    tile_avx2<E, kV, T, kAvx2PullBytes, false, kPanelRows, false, kLines>(p, 0, cols, x, xs, y, ys, valid, nullptr,
+                                                                          share(0));
     for (int64_t i = 1; i < passes; ++i) {
-      tile_avx2<E, kV, T, 0, false, kPanelRows, false, kLines>(
-          p, 8 * kV * i, cols, x, xs, y, ys, valid, nullptr, pass_share(ahead.begin, bytes, i, passes, cols, kLines, true));
+      tile_avx2<E, kV, T, 0, false, kPanelRows, false, kLines>(p, 8 * kV * i, cols, x, xs, y, ys, valid, nullptr,
+                                                               share(i));
     }
   }
 }
