@@ -413,7 +413,9 @@ struct Avx2NibbleK : Avx2KTiles<Avx2NibbleK<F>> {
       _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
         const int h = kH0 + q % kHalves;
         const uint8_t* at = g[q] + L::quant_at(0, 32 * pair + 4 * j);
-        if (h == 0 && half == 0) prefetch_step<T, F::kGroupBytes, 32, _MM_HINT_T0, F::kQuants>(g[q], at, pair * 8 + j);
+        if (h == 0 && half == 0) {
+          prefetch_step<T, F::kGroupBytes, 32, _MM_HINT_T0, F::kQuants, kDecodeStreamHint>(g[q], at, pair * 8 + j);
+        }
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 32 * h));
         u[q] = half == 0 ? _mm256_and_si256(v, low4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
         if constexpr (kFifthBit) {
@@ -846,7 +848,11 @@ struct Avx2SixteenK : Avx2KTiles<Avx2SixteenK<Bits>> {
       __m256i u[Q];
       _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
         const int h8 = kH0 + q % kHalves;
-        if (h8 == 0 && q4 == 0) prefetch_group_step<kGroupBytes, 16>(g[q], (2 * h + half16) * 4 + jj);
+        if (h8 == 0 && q4 == 0) {
+          // Decode's stream with kDecodeStreamHint; a tile of several tokens keeps L1.
+          constexpr PrefetchHint kHint = T == 1 ? kDecodeStreamHint : _MM_HINT_T0;
+          prefetch_group_step<kGroupBytes, 16, kHint>(g[q], (2 * h + half16) * 4 + jj);
+        }
         u[q] = Bits::quarter_avx2(g[q], h, j, q4, h8);
       }
       _Pragma("GCC unroll 4") for (int t = 0; t < T; ++t) {

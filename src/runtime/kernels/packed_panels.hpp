@@ -1,6 +1,7 @@
 // Internal: what the packed-weight kernels (packed_blocks32.*, packed_kquants.*) share:
 // panels of 16 rows split over the pool, blocks of panels kept in L2 while balanced
-// token tiles pass over them, the bias, and whether their VNNI kernels run on this CPU.
+// token tiles pass over them, the bias, and whether their VNNI kernels run on this CPU;
+// and, with the plain-dtype panels (packed_plain.*), the hint of the AVX2 decode stream.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -52,13 +53,32 @@ inline constexpr int64_t kPackedAheadBytes = 4096;
 // q5_k's masks too), which the hardware prefetchers did not make up for: decode from
 // memory, four rounds alternating, new over old, q5_k +20-51%, q4_k +5-28%, q6_k +1-16%,
 // q8_0 +12-40% (docs/quantization.md).
-template <int64_t kBytes, int kSteps>
+// kHint is where the lines go: L1 (_MM_HINT_T0), or for the AVX2 k-quant tiles' decode
+// L1 without a place in the outer caches (_MM_HINT_NTA: kDecodeStreamHint below).
+// PrefetchHint is the hint's own type: GCC's headers make _MM_HINT_T0 an enumerator of
+// `_mm_hint`, clang's a plain int macro, and a template parameter must name one of them.
+using PrefetchHint = decltype(_MM_HINT_T0);
+template <int64_t kBytes, int kSteps, PrefetchHint kHint = _MM_HINT_T0>
 inline void prefetch_group_step(const uint8_t* group, int k) {
   constexpr int64_t kPer = (kBytes + kSteps - 1) / kSteps;
   constexpr int kLines = static_cast<int>((kPer + 63) / 64) + 1;
   const uint8_t* at = group + kPackedAheadBytes + k * kPer;
-  for (int i = 0; i < kLines; ++i) _mm_prefetch(reinterpret_cast<const char*>(at + 64 * i), _MM_HINT_T0);
+  for (int i = 0; i < kLines; ++i) _mm_prefetch(reinterpret_cast<const char*>(at + 64 * i), kHint);
 }
+
+// Where an AVX2 decode tile (one token) of f16 / bf16 panels (packed_plain.cpp) or of the
+// k-quants (packed_kquants.cpp) prefetches the weight stream it reads once: with the
+// non-temporal hint, so (our reading: this VM has no PMU to show it) the stream takes
+// less of the caches from the activations and the next products' inputs.
+// `loom_ab_builds --repack auto --batch 1 --prompt 32 --steps 32 --rounds 8 --layouts 4
+// --threads 2` (Zen 1 EPYC, 2026-12-07), decode b/a (geometric mean of the layouts)
+// against _MM_HINT_T0: small f16 1.028, 1.027x, q4_k 1.086, 1.033x; `--rounds 6
+// --layouts 2`: 1B q4_k 1.027x, 1B f16 1.016x, small q6_k 1.012x; q5_0, whose code this
+// leaves alone, 1.011, 0.994x (the noise). The 32-element formats (packed_blocks32.cpp)
+// keep _MM_HINT_T0: with this hint q5_0 read 0.93-0.97x and 1B q8_0 0.93x in shorter
+// runs; f32 prefetches nothing in decode (kAvx2DecodePullBytes); the AVX-512 tiles, not
+// measured with it, keep _MM_HINT_T0.
+inline constexpr PrefetchHint kDecodeStreamHint = _MM_HINT_NTA;
 
 // The prefetch of step k of a tile of T tokens that loads the vector at `vector` of
 // `group` (whose quant vectors start kHead bytes in): decode (T = 1) the group's whole
@@ -73,14 +93,13 @@ inline void prefetch_group_step(const uint8_t* group, int k) {
 // a weight (q8_0, gq8) ask for L2 (_MM_HINT_T1), which frees the L1 miss buffers for the
 // loads and leaves more lines in flight from memory; the 4- to 6-bit formats, with more
 // arithmetic per byte, keep L1 (see the call sites for the measurements).
-// PrefetchHint is the hint's own type: GCC's headers make _MM_HINT_T0 an enumerator of
-// `_mm_hint`, clang's a plain int macro, and a template parameter must name one of them.
-using PrefetchHint = decltype(_MM_HINT_T0);
+// kDecodeHint is decode's (prefetch_group_step's kHint).
 inline constexpr int kEveryLineTokens = 7;
-template <int T, int64_t kBytes, int kSteps, PrefetchHint kTileHint = _MM_HINT_T0, int64_t kHead = 0>
+template <int T, int64_t kBytes, int kSteps, PrefetchHint kTileHint = _MM_HINT_T0, int64_t kHead = 0,
+          PrefetchHint kDecodeHint = _MM_HINT_T0>
 inline void prefetch_step(const uint8_t* group, const uint8_t* vector, int k) {
   if constexpr (T == 1) {
-    prefetch_group_step<kBytes, kSteps>(group, k);
+    prefetch_group_step<kBytes, kSteps, kDecodeHint>(group, k);
   } else {
     _mm_prefetch(reinterpret_cast<const char*>(vector + kPackedAheadBytes), kTileHint);
     if (T >= kEveryLineTokens && k == 0) {

@@ -10,6 +10,7 @@
 
 #include "common/simd.hpp"
 #include "loom/convert.hpp"
+#include "runtime/kernels/packed_panels.hpp"
 #include "tensor/packing.hpp"
 
 namespace loom::kernels {
@@ -24,7 +25,7 @@ constexpr int64_t kColumnBytes = kPanelRows * static_cast<int64_t>(sizeof(typena
 
 // Prefetches every line of the panel column kBytes past `column` into L1 (or, with
 // _MM_HINT_T1, L2); a prefetch never faults, so the last columns' may point past the panel.
-template <class E, int64_t kBytes, decltype(_MM_HINT_T0) kHint = _MM_HINT_T0>
+template <class E, int64_t kBytes, PrefetchHint kHint = _MM_HINT_T0>
 [[gnu::always_inline]] inline void prefetch_column(const typename E::T* column) {
   const char* ahead = reinterpret_cast<const char*>(column) + kBytes;
   _Pragma("GCC unroll 4") for (int64_t line = 0; line < kColumnBytes<E>; line += 64) {
@@ -226,7 +227,7 @@ constexpr int64_t kAvx2DecodePullBytes = 4096;
 // ahead (avx2_quarter). `share` (the pass's share of the next panel: pass_share, from
 // avx2_panel and avx2_quarter_panels) is prefetched into L2 while the tile runs.
 template <class E, int V, int T, int64_t kPullAhead = 0, bool kWiden = false, int64_t kStride = kPanelRows,
-          bool kOwnLine = false, int kShareLines = 1>
+          bool kOwnLine = false, int kShareLines = 1, PrefetchHint kPullHint = _MM_HINT_T0>
 LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_t cols, const float* x, int64_t xs,
                                 float* y, int64_t ys, int64_t valid, float* widened = nullptr,
                                 PassShare share = {}) {
@@ -243,7 +244,7 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
         }
       }
     }
-    if constexpr (kPullAhead > 0) prefetch_column<E, kPullAhead>(panel + k * kPanelRows);
+    if constexpr (kPullAhead > 0) prefetch_column<E, kPullAhead, kPullHint>(panel + k * kPanelRows);
     const typename E::T* column = panel + k * kStride + row0;
     if constexpr (kOwnLine) _mm_prefetch(reinterpret_cast<const char*>(column) + 2048, _MM_HINT_T0);
     __m256 w[V];
@@ -405,7 +406,9 @@ void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, flo
                 Ahead ahead, bool /*resume*/) {
   const auto* p = static_cast<const typename E::T*>(panel);
   if constexpr (T == 1) {
-    tile_avx2<E, 8, 1, sizeof(typename E::T) == 2 ? kAvx2DecodePullBytes : 0>(p, 0, cols, x, xs, y, ys, valid);
+    // (f32 pulls nothing, kAvx2DecodePullBytes; the hint: kDecodeStreamHint.)
+    constexpr int64_t kPull = sizeof(typename E::T) == 2 ? kAvx2DecodePullBytes : 0;
+    tile_avx2<E, 8, 1, kPull, false, kPanelRows, false, 1, kDecodeStreamHint>(p, 0, cols, x, xs, y, ys, valid);
   } else {
     // Eight FMA chains at two tokens (half the panel at a time), 2T from three tokens on.
     constexpr int kV = T == 2 ? 4 : 2;
