@@ -76,7 +76,7 @@ inline void prefetch_group_step(const uint8_t* group, int k) {
 // --layouts 2`: 1B q4_k 1.027x, 1B f16 1.016x, small q6_k 1.012x; q5_0, whose code this
 // leaves alone, 1.011, 0.994x (the noise). The 32-element formats (packed_blocks32.cpp)
 // keep _MM_HINT_T0: with this hint q5_0 read 0.93-0.97x and 1B q8_0 0.93x in shorter
-// runs; f32 prefetches nothing in decode (kAvx2DecodePullBytes); the AVX-512 tiles, not
+// runs; f32's decode pull gained most (kAvx2F32DecodePullBytes); the AVX-512 tiles, not
 // measured with it, keep _MM_HINT_T0.
 inline constexpr PrefetchHint kDecodeStreamHint = _MM_HINT_NTA;
 

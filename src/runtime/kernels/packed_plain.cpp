@@ -209,9 +209,16 @@ constexpr int64_t kAvx2PullBytes = 2048;
 // --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-06), decode b/a against none: small f16
 // 1.27 / 1.28x (geometric mean / median of the rounds), bf16 1.20 / 1.20x; 2 and 8 KiB
 // read the same as 4 (1.03 / 1.01x, 1.00 / 1.00x). f32 (256-byte columns) read 0.91x at
-// 2 KiB, 0.95-1.00x at 4, 0.89-0.91x at 8 and 16, so it leaves its one stream to the
-// hardware.
+// 2 KiB, 0.95-1.00x at 4, 0.89-0.91x at 8 and 16 (all into L1, _MM_HINT_T0); with the
+// non-temporal hint (kDecodeStreamHint, which f16 and bf16 take too) it pulls 512 bytes
+// (two columns) ahead: kAvx2F32DecodePullBytes.
 constexpr int64_t kAvx2DecodePullBytes = 4096;
+// f32's decode pull, non-temporal: `loom_ab_builds --repack auto --batch 1 --prompt 32
+// --steps 32 --rounds 8 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-07), small f32
+// decode b/a against no pull 1.147x and 1.109x; against 512 bytes: 256 0.988x, 768
+// 0.994x, 512 with _MM_HINT_T0 0.927x; 1 KiB against none 1.028x and 1.024x. f16 and
+// bf16 keep 4 KiB (512 bytes read 0.936x / 0.945x against it, 1 KiB 0.973x / 1.001x).
+constexpr int64_t kAvx2F32DecodePullBytes = 512;
 
 // AVX2 (16 registers of 8 lanes): V vectors, rows [row0, row0 + 8V) of a panel, against T
 // tokens (avx2_panel picks V). The same fma chain per output as the AVX-512 tile. With
@@ -391,7 +398,7 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 }
 
 // AVX2: a token tile of one width over a whole panel: decode the whole column at once
-// (eight FMA chains; f16 and bf16 pulling their columns ahead), two tokens as two halves
+// (eight FMA chains, pulling the columns ahead non-temporally), two tokens as two halves
 // of 32 rows (eight chains), three to six tokens as four quarters of 16 rows (2T
 // accumulators). Only the first of those passes reads memory, so each prefetches its
 // share of `ahead` (the next panel, native_panels) into L2, spread over its columns
@@ -406,8 +413,8 @@ void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, flo
                 Ahead ahead, bool /*resume*/) {
   const auto* p = static_cast<const typename E::T*>(panel);
   if constexpr (T == 1) {
-    // (f32 pulls nothing, kAvx2DecodePullBytes; the hint: kDecodeStreamHint.)
-    constexpr int64_t kPull = sizeof(typename E::T) == 2 ? kAvx2DecodePullBytes : 0;
+    // The pull: kAvx2DecodePullBytes, kAvx2F32DecodePullBytes; its hint kDecodeStreamHint.
+    constexpr int64_t kPull = sizeof(typename E::T) == 2 ? kAvx2DecodePullBytes : kAvx2F32DecodePullBytes;
     tile_avx2<E, 8, 1, kPull, false, kPanelRows, false, 1, kDecodeStreamHint>(p, 0, cols, x, xs, y, ys, valid);
   } else {
     // Eight FMA chains at two tokens (half the panel at a time), 2T from three tokens on.
