@@ -521,8 +521,8 @@ PA_INLINE void half_run_avx2(const uint8_t* const (&panel)[P], const uint8_t* co
       const uint8_t* group = panel[p] + gi * kGroup<F>;
       const uint8_t* at = group + F::Layout::quants + s * kRunBytes<F> + j * 64;
       if constexpr (kPrefetch) {
-        prefetch_step<T, kGroup<F>, F::kRuns * F::kVectors, F::kTileHint, F::Layout::quants>(group, at,
-                                                                                             s * F::kVectors + j);
+        prefetch_step<T, kGroup<F>, F::kRuns * F::kVectors, F::kTileHint, F::Layout::quants, kAvx2Blocks32Decode>(
+            group, at, s * F::kVectors + j);
       }
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 32 * h));
       lo[p] = _mm256_and_si256(v, low4);

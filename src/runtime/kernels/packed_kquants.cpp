@@ -414,7 +414,7 @@ struct Avx2NibbleK : Avx2KTiles<Avx2NibbleK<F>> {
         const int h = kH0 + q % kHalves;
         const uint8_t* at = g[q] + L::quant_at(0, 32 * pair + 4 * j);
         if (h == 0 && half == 0) {
-          prefetch_step<T, F::kGroupBytes, 32, _MM_HINT_T0, F::kQuants, kDecodeStreamHint>(g[q], at, pair * 8 + j);
+          prefetch_step<T, F::kGroupBytes, 32, _MM_HINT_T0, F::kQuants, kAvx2KQuantDecode>(g[q], at, pair * 8 + j);
         }
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + 32 * h));
         u[q] = half == 0 ? _mm256_and_si256(v, low4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
@@ -849,9 +849,9 @@ struct Avx2SixteenK : Avx2KTiles<Avx2SixteenK<Bits>> {
       _Pragma("GCC unroll 8") for (int q = 0; q < Q; ++q) {
         const int h8 = kH0 + q % kHalves;
         if (h8 == 0 && q4 == 0) {
-          // Decode's stream with kDecodeStreamHint; a tile of several tokens keeps L1.
-          constexpr PrefetchHint kHint = T == 1 ? kDecodeStreamHint : _MM_HINT_T0;
-          prefetch_group_step<kGroupBytes, 16, kHint>(g[q], (2 * h + half16) * 4 + jj);
+          // Decode's stream as kAvx2KQuantDecode says; a tile of several tokens into L1.
+          constexpr DecodePrefetch kHow = T == 1 ? kAvx2KQuantDecode : DecodePrefetch{};
+          prefetch_group_step<kGroupBytes, 16, kHow>(g[q], (2 * h + half16) * 4 + jj);
         }
         u[q] = Bits::quarter_avx2(g[q], h, j, q4, h8);
       }

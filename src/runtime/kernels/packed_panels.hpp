@@ -53,32 +53,43 @@ inline constexpr int64_t kPackedAheadBytes = 4096;
 // q5_k's masks too), which the hardware prefetchers did not make up for: decode from
 // memory, four rounds alternating, new over old, q5_k +20-51%, q4_k +5-28%, q6_k +1-16%,
 // q8_0 +12-40% (docs/quantization.md).
-// kHint is where the lines go: L1 (_MM_HINT_T0), or for the AVX2 k-quant tiles' decode
-// L1 without a place in the outer caches (_MM_HINT_NTA: kDecodeStreamHint below).
+// kHow says how far ahead of the group and where to (below: DecodePrefetch).
 // PrefetchHint is the hint's own type: GCC's headers make _MM_HINT_T0 an enumerator of
 // `_mm_hint`, clang's a plain int macro, and a template parameter must name one of them.
 using PrefetchHint = decltype(_MM_HINT_T0);
-template <int64_t kBytes, int kSteps, PrefetchHint kHint = _MM_HINT_T0>
+struct DecodePrefetch {
+  int64_t ahead = kPackedAheadBytes;
+  PrefetchHint hint = _MM_HINT_T0;  // into L1
+};
+
+// How the AVX2 decode tiles (one token) prefetch the weight stream they read once: with
+// the non-temporal hint, so (our reading: this VM has no PMU to show it) the stream takes
+// less of the caches from the activations and the next products' inputs; the 32-element
+// formats 1 KiB ahead instead of 4. `loom_ab_builds --repack auto --batch 1 --prompt 32
+// --steps 32 --rounds 8 --layouts 4 --threads 2` (Zen 1 EPYC, 2026-12-07), decode b/a
+// (geometric mean of the layouts) against _MM_HINT_T0 4 KiB ahead: small q4_k 1.086,
+// 1.033x; q8_0 1.049, 1.022x, q4_0 1.039, 1.060x, q4_1 1.058x, q5_0 1.010, 1.012, 1.014x
+// (and 0.934x in a run whose prefill, which this leaves alone, read 0.867x); with
+// `--rounds 6 --layouts 2` 1B q4_k 1.027x, 1B q8_0 1.015, 1.033x, small q6_k 1.012x. The
+// k-quants 1 KiB ahead read q4_k 1.018x, q6_k 0.895x against 4 KiB, and the 32-element
+// formats 2 KiB ahead 0.93-0.97x, 512 bytes q8_0 0.954x, q4_0 1.024x against 1 KiB. The
+// f16 / bf16 panels take the hint too (kDecodeStreamHint, packed_plain.cpp), and f32's
+// decode pull gained most (kAvx2F32DecodePullBytes). The AVX-512 tiles, not measured
+// with it, keep DecodePrefetch{}.
+inline constexpr PrefetchHint kDecodeStreamHint = _MM_HINT_NTA;
+inline constexpr DecodePrefetch kAvx2KQuantDecode{kPackedAheadBytes, kDecodeStreamHint};
+inline constexpr DecodePrefetch kAvx2Blocks32Decode{1024, kDecodeStreamHint};
+
+template <int64_t kBytes, int kSteps, DecodePrefetch kHow = DecodePrefetch{}>
 inline void prefetch_group_step(const uint8_t* group, int k) {
   constexpr int64_t kPer = (kBytes + kSteps - 1) / kSteps;
   constexpr int kLines = static_cast<int>((kPer + 63) / 64) + 1;
-  const uint8_t* at = group + kPackedAheadBytes + k * kPer;
+  // A local constant: at -O0 GCC's _mm_prefetch is a macro whose __builtin_prefetch does
+  // not take a template parameter object's member as a constant.
+  constexpr PrefetchHint kHint = kHow.hint;
+  const uint8_t* at = group + kHow.ahead + k * kPer;
   for (int i = 0; i < kLines; ++i) _mm_prefetch(reinterpret_cast<const char*>(at + 64 * i), kHint);
 }
-
-// Where an AVX2 decode tile (one token) of f16 / bf16 panels (packed_plain.cpp) or of the
-// k-quants (packed_kquants.cpp) prefetches the weight stream it reads once: with the
-// non-temporal hint, so (our reading: this VM has no PMU to show it) the stream takes
-// less of the caches from the activations and the next products' inputs.
-// `loom_ab_builds --repack auto --batch 1 --prompt 32 --steps 32 --rounds 8 --layouts 4
-// --threads 2` (Zen 1 EPYC, 2026-12-07), decode b/a (geometric mean of the layouts)
-// against _MM_HINT_T0: small f16 1.028, 1.027x, q4_k 1.086, 1.033x; `--rounds 6
-// --layouts 2`: 1B q4_k 1.027x, 1B f16 1.016x, small q6_k 1.012x; q5_0, whose code this
-// leaves alone, 1.011, 0.994x (the noise). The 32-element formats (packed_blocks32.cpp)
-// keep _MM_HINT_T0: with this hint q5_0 read 0.93-0.97x and 1B q8_0 0.93x in shorter
-// runs; f32's decode pull gained most (kAvx2F32DecodePullBytes); the AVX-512 tiles, not
-// measured with it, keep _MM_HINT_T0.
-inline constexpr PrefetchHint kDecodeStreamHint = _MM_HINT_NTA;
 
 // The prefetch of step k of a tile of T tokens that loads the vector at `vector` of
 // `group` (whose quant vectors start kHead bytes in): decode (T = 1) the group's whole
@@ -93,13 +104,13 @@ inline constexpr PrefetchHint kDecodeStreamHint = _MM_HINT_NTA;
 // a weight (q8_0, gq8) ask for L2 (_MM_HINT_T1), which frees the L1 miss buffers for the
 // loads and leaves more lines in flight from memory; the 4- to 6-bit formats, with more
 // arithmetic per byte, keep L1 (see the call sites for the measurements).
-// kDecodeHint is decode's (prefetch_group_step's kHint).
+// kDecode is decode's (prefetch_group_step's kHow).
 inline constexpr int kEveryLineTokens = 7;
 template <int T, int64_t kBytes, int kSteps, PrefetchHint kTileHint = _MM_HINT_T0, int64_t kHead = 0,
-          PrefetchHint kDecodeHint = _MM_HINT_T0>
+          DecodePrefetch kDecode = DecodePrefetch{}>
 inline void prefetch_step(const uint8_t* group, const uint8_t* vector, int k) {
   if constexpr (T == 1) {
-    prefetch_group_step<kBytes, kSteps, kDecodeHint>(group, k);
+    prefetch_group_step<kBytes, kSteps, kDecode>(group, k);
   } else {
     _mm_prefetch(reinterpret_cast<const char*>(vector + kPackedAheadBytes), kTileHint);
     if (T >= kEveryLineTokens && k == 0) {
