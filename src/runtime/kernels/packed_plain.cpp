@@ -225,9 +225,10 @@ constexpr int64_t kAvx2F32DecodePullBytes = 512;
 // kPullAhead (the first pass over a panel: kAvx2PullBytes) each column that many bytes
 // ahead is prefetched whole, so the later passes, which each read part of every column,
 // find it in L1/L2: without, f32 at 8 tokens ran at half the rate (its 256-byte columns
-// read a quarter at a time from L3). Decode pulls its f16/bf16 columns ahead too
-// (kAvx2DecodePullBytes). The last columns' prefetches point past the panel (a prefetch
-// never faults).
+// read a quarter at a time from L3). Decode pulls its columns ahead too
+// (kAvx2DecodePullBytes, kAvx2F32DecodePullBytes), with kPullHint kDecodeStreamHint
+// (non-temporal). The last columns' prefetches point past the panel (a prefetch never
+// faults).
 // With kWiden it also stores each column's widened rows to `widened` (8V floats a column,
 // contiguous), kStride is the elements between columns (a panel's, or 8V for such a copy
 // read back as f32), and kOwnLine prefetches the line of each column the tile reads 2 KiB
