@@ -109,8 +109,10 @@ TEST_CASE("packed f32, f16, bf16: each output is one fma chain over k from +0, a
       loom::convert(c.dtype, w.raw_data(), DType::f32, wf.data(), wf.size());
       // 7, 8 and 13 tokens: two and three tiles, which AVX2 runs quarter by quarter (for
       // f16 and bf16 the first tile widening the weights for the others), except over
-      // 4128 columns, whose quarter would not stay in L2.
-      for (const int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 13}) {
+      // 4128 columns, whose quarter would not stay in L2; 20 tokens: four tiles, a
+      // prefill, which AVX-512 takes over 4128 columns by longer runs (f32 512 columns,
+      // f16 and bf16 1024: eight and four whole runs, then a partial one).
+      for (const int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 13, 20}) {
         INFO(loom::dtype_name(c.dtype) << " " << rows << " x " << cols << ", " << n << " tokens");
         const std::vector<float> x = t::normal_floats(n * cols, rng);
         // Sentinels after each token's outputs: the padded panel rows must not be written.

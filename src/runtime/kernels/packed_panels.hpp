@@ -74,8 +74,11 @@ struct DecodePrefetch {
 // k-quants 1 KiB ahead read q4_k 1.018x, q6_k 0.895x against 4 KiB, and the 32-element
 // formats 2 KiB ahead 0.93-0.97x, 512 bytes q8_0 0.954x, q4_0 1.024x against 1 KiB. The
 // f16 / bf16 panels take the hint too (kDecodeStreamHint, packed_plain.cpp), and f32's
-// decode pull gained most (kAvx2F32DecodePullBytes). The AVX-512 tiles, not measured
-// with it, keep DecodePrefetch{}.
+// decode pull gained most (kAvx2F32DecodePullBytes). The VNNI tiles keep
+// DecodePrefetch{}: on Zen 5 (2026-12-07, the same command) the non-temporal hint read
+// q8_0 0.997x, q4_0 1.008x, q4_k 1.002x, q6_k 1.051x 4 KiB ahead and 1.007, 0.995,
+// 1.002, 0.980x 1 KiB ahead: no change beyond the noise. (The AVX-512 f32 / f16 streams
+// likewise keep _MM_HINT_T0, packed_plain.cpp.)
 inline constexpr PrefetchHint kDecodeStreamHint = _MM_HINT_NTA;
 inline constexpr DecodePrefetch kAvx2KQuantDecode{kPackedAheadBytes, kDecodeStreamHint};
 inline constexpr DecodePrefetch kAvx2Blocks32Decode{1024, kDecodeStreamHint};

@@ -50,6 +50,20 @@ constexpr int kMaxTokens = 6;
 // prefetching the next run into L2 (docs/runtime.md, "Plain-dtype panels").
 constexpr int64_t kWholePanelBytes = 512 * 1024;
 constexpr int64_t kRunBytes = 32 * 1024;
+// Prefill (four tiles or more: 19 tokens and up) over such a panel goes by runs of
+// kPrefillRunBytes: a run (512 f32 columns, 1024 f16) stays in L2 while every tile
+// passes over it, where a whole 1 MiB panel, which each tile read again, did not (Zen 5's
+// L2 is 1 MiB). `loom_linear_bench --benchmark_filter='BM_prefill/0/4096/4096/[12]/(64|
+// 128)/1/'` (f32 4096 x 4096, 1 MiB panels; Zen 5, 2026-12-07), the two alternating
+// twice, GFLOP/s whole panels / runs of 128 KiB: 2 threads 128 tokens 342, 340 / 390, 389,
+// 64 tokens 323, 320 / 382, 376; 1 thread 128 tokens 184, 173 / 192, 197, 64 tokens 180,
+// 167 / 186, 190. Runs of 16 KiB read 0.9x of whole panels, 32 KiB 1.04-1.08x, 64 KiB
+// 1.09-1.13x, 256 KiB as 128. In the model the wide panels are one product of several:
+// `loom_ab_builds --repack auto --batch 1 --prompt 256 --steps 2 --rounds 8 --layouts 4
+// --threads 2`, prefill b/a 1B f16 (the down projection's 1 MiB panels) 1.010, small f32
+// (704 KiB) 1.018.
+constexpr int64_t kPrefillRunBytes = 128 * 1024;
+constexpr int64_t kPrefillRunTiles = 4;
 constexpr int64_t kPullBytes = 8 * 1024;
 // The first tile over a panel in a product of 4 to 18 tokens (native_panels; streams()
 // stops at 3) reads the one weight stream from memory, where only the tiles after it, if
@@ -283,8 +297,11 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
 // AVX-512 products of 1 to 3 tokens (decode, small batches, speculative rounds) over N
 // distant panels at once (panel i of each N-th of a range): N weight streams, each
 // column prefetched 1 KiB ahead into L1 (every line of it; 256 bytes and 2 KiB measured
-// slower), N x 4 x U FMA chains (U tokens). One panel stream left a thread short of the
-// bus (docs/runtime.md, "Plain-dtype panels"), with one token or several. Each output is
+// slower; non-temporal, as AVX2 decode takes it, on Zen 5 `loom_ab_builds --repack auto
+// --batch 1 --prompt 32 --steps 32 --rounds 8 --layouts 4 --threads 2`, decode b/a, 1 KiB
+// ahead f16 0.969x, f32 1.006x, 512 bytes 0.891x / 0.882x), N x 4 x U FMA chains (U
+// tokens). One panel stream left a thread short of the bus (docs/runtime.md, "Plain-dtype
+// panels"), with one token or several. Each output is
 // still one fma chain over k from +0, so the bits are tile<E, U>'s.
 template <class E, int N, int U>
 LOOM_TARGET_AVX512 void streams(const typename E::T* const* panels, int64_t cols, const float* x, int64_t xs,
@@ -595,12 +612,12 @@ int64_t streamed_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float*
 // columns ahead themselves (tile_avx2), and one AVX2 tile of 2 to 6 tokens, which passes
 // over the panel in halves or quarters, gets the whole next panel as `ahead`, a share
 // for each pass (avx2_panel; two tiles or more take avx2_quarter_panels). Two (f16,
-// bf16: or three) AVX-512 tiles over a
-// panel of more than kWholePanelBytes meet it a run of columns at a time instead, the
-// tiles after the first prefetching the next run. The first of one to three tiles over a
-// whole panel (4 to 18 tokens) prefetches its own columns ahead too (f16 and bf16:
-// kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range several panels
-// at a time (streamed_panels), a last one alone.
+// bf16: or three) AVX-512 tiles over a panel of more than kWholePanelBytes meet it a run
+// of columns at a time instead, the tiles after the first prefetching the next run, and
+// so do prefill's four or more, by longer runs (kPrefillRunBytes). The first of one to
+// three tiles over a whole panel (4 to 18 tokens) prefetches its own columns ahead too
+// (f16 and bf16: kOwnAheadBytes). On AVX-512 products of up to 3 tokens take the range
+// several panels at a time (streamed_panels), a last one alone.
 template <class E>
 void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, int64_t xs, int64_t n_tokens,
                    float* y, int64_t ys) {
@@ -620,20 +637,23 @@ void native_panels(const Panels<E>& w, int64_t p0, int64_t p1, const float* x, i
   // tile resuming its sums from y, so the later ones read the run from L1 (a whole 1 MiB
   // panel did not stay in L2 for them), the first prefetching ahead of itself, the others
   // the next run, a share each (which keeps the memory busy while they work from L1).
-  // Prefill's many tiles keep whole panels (no gain measured there).
+  // Prefill's many tiles (kPrefillRunTiles or more) take longer runs (kPrefillRunBytes).
   const int64_t panel_bytes = w.stride * static_cast<int64_t>(sizeof(typename E::T));
   // Three tiles by runs for the 2-byte elements only: f32's runs are half as many
   // columns, and its decode at 16 tokens measured no gain so (docs/runtime.md).
   constexpr int64_t kMostRunTiles = sizeof(typename E::T) == 2 ? 3 : 2;
-  const bool by_runs = avx512 && tiles >= 2 && tiles <= kMostRunTiles && panel_bytes > kWholePanelBytes;
-  const int64_t run_cols = by_runs ? kRunBytes / kColumnBytes<E> : w.cols;
+  const bool wide = avx512 && panel_bytes > kWholePanelBytes;
+  const bool prefill_runs = wide && tiles >= kPrefillRunTiles;
+  const bool by_runs = prefill_runs || (wide && tiles >= 2 && tiles <= kMostRunTiles);
+  const int64_t run_bytes = prefill_runs ? kPrefillRunBytes : kRunBytes;
+  const int64_t run_cols = by_runs ? run_bytes / kColumnBytes<E> : w.cols;
   // The tiles after the first prefetch what comes next into L2, a share each, one line
   // every `every` columns (the largest power of two with every * lines <= cols): over
   // whole panels the next panel; by runs the next run (the next columns, or the next
   // panel's first), past the kPullBytes the first tile's pull has already asked for.
   // Nothing past the thread's range.
   const int64_t skip = by_runs ? kPullBytes : 0;
-  const int64_t region = by_runs ? kRunBytes - kPullBytes : panel_bytes;
+  const int64_t region = by_runs ? run_bytes - kPullBytes : panel_bytes;
   const int64_t share = tiles > 1 ? (region + tiles - 2) / (tiles - 1) : 0;
   int64_t every = 1;
   while (share > 0 && every * 2 * ((share + 63) / 64) <= run_cols) every *= 2;
