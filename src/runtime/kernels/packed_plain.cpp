@@ -301,8 +301,8 @@ LOOM_TARGET_AVX2 void tile_avx2(const typename E::T* panel, int64_t row0, int64_
 // --batch 1 --prompt 32 --steps 32 --rounds 8 --layouts 4 --threads 2`, decode b/a, 1 KiB
 // ahead f16 0.969x, f32 1.006x, 512 bytes 0.891x / 0.882x), N x 4 x U FMA chains (U
 // tokens). One panel stream left a thread short of the bus (docs/runtime.md, "Plain-dtype
-// panels"), with one token or several. Each output is
-// still one fma chain over k from +0, so the bits are tile<E, U>'s.
+// panels"), with one token or several. Each output is still one fma chain over k from
+// +0, so the bits are tile<E, U>'s.
 template <class E, int N, int U>
 LOOM_TARGET_AVX512 void streams(const typename E::T* const* panels, int64_t cols, const float* x, int64_t xs,
                                 float* const* y, int64_t ys, const int64_t* valid) {
@@ -423,9 +423,9 @@ constexpr std::array<TileFn, sizeof...(I)> tiles_of(std::integer_sequence<int, I
 // (pass_share), and the bus works while the later passes compute from cache:
 // `loom_ab_builds --repack auto --prompt 64 --steps 32 --rounds 4 --layouts 4 --threads
 // 2` (Zen 1 EPYC, 2026-12-06), decode b/a against none: --batch 4 small f32 1.67x, f16
-// 1.18x; --batch 2 f32 1.13x, bf16 1.24x. The tile shapes were measured on the Zen 4 kind with LOOM_ISA=avx2
-// (docs/runtime.md, "Plain-dtype panels"). Always the whole panel from +0 (the runs that
-// resume are AVX-512's).
+// 1.18x; --batch 2 f32 1.13x, bf16 1.24x. The tile shapes were measured on the Zen 4
+// kind with LOOM_ISA=avx2 (docs/runtime.md, "Plain-dtype panels"). Always the whole panel
+// from +0 (the runs that resume are AVX-512's).
 template <class E, int T>
 void avx2_panel(const void* panel, int64_t cols, const float* x, int64_t xs, float* y, int64_t ys, int64_t valid,
                 Ahead ahead, bool /*resume*/) {
@@ -720,9 +720,9 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   // (streamed_panels ends a share with fewer streams). The AVX2 and scalar levels read
   // one panel at a time and split by single panels: in groups of four a 256-row matrix
   // went to one thread of two (small shape, LOOM_ISA=avx2, two threads, loom_ab_builds:
-  // grain one over four, f32 1.026x and 1.028x, f16 1.038x and 1.077x). On AVX-512, groups only where every thread
-  // gets one measured the same as groups everywhere (f16 1.028x / 0.999x, f32 0.985x /
-  // 0.963x), so that stays simple.
+  // grain one over four, f32 1.026x and 1.028x, f16 1.038x and 1.077x). On AVX-512,
+  // groups only where every thread gets one measured the same as groups everywhere (f16
+  // 1.028x / 0.999x, f32 0.985x / 0.963x), so that stays simple.
   const int64_t grain = native ? stream_plan(n_tokens).grain : 1;
   split_rows(pool, panels.panels, grain, [&](int64_t p0, int64_t p1) {
     if (native) {
