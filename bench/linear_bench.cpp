@@ -3,8 +3,9 @@
 // a small continuous batch, 4 and 2 as in a speculative verification pass) for f32, f16
 // and bf16 weights, on 1 and 2 threads, as rows (packed 0) and in the panels --repack
 // auto gives them (packed 1: f32_x64, f16_x64, bf16_x64 under AVX-512). Shapes: 4096 x
-// 4096 and 2816 x 1024 (streamed from memory or L3), 256 x 1024 (in L2: the kernel's
-// compute rate without the memory stream).
+// 4096, 2816 x 1024, 1024 x 2816 and 2048 x 8192 (streamed from memory or L3; the last
+// two the small and 1B shapes' down projections), 256 x 1024 (in L2: the kernel's compute
+// rate without the memory stream).
 // BM_quant: the quantized types q8_0, q4_0, q4_k and q6_k, row-major (packed 0) and in
 // the kernel layout --repack auto would give them on this CPU (packed 1), at 1, 8, 16
 // and 128 tokens; GOP/s counts a multiply and an add per weight and token, as the int8
@@ -230,11 +231,13 @@ void quant_args(benchmark::internal::Benchmark* b) {
 
 // {dtype, rows, cols, threads[, tokens], packed}. A large square matrix, the small shape's
 // gate/up and its down projection (2816 columns: an f32 panel of 704 KiB, wider than
-// Zen 1's L2), and a matrix that fits L2.
+// Zen 1's L2), the 1B shape's down projection (8192 columns: panels of 1 MiB in f16 and
+// bf16, 2 MiB in f32, which prefill takes by runs of columns), and a matrix that fits L2.
 void shapes(benchmark::internal::Benchmark* b, std::initializer_list<int64_t> tokens) {
   for (auto dt : {loom::DType::f32, loom::DType::f16, loom::DType::bf16}) {
     for (int threads : {1, 2}) {
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {2816, 1024}, {1024, 2816}, {256, 1024}}) {
+      for (auto [rows, cols] :
+           {std::pair<int64_t, int64_t>{4096, 4096}, {2816, 1024}, {1024, 2816}, {2048, 8192}, {256, 1024}}) {
         for (int64_t packed : {0, 1}) {
           if (tokens.size() == 0) b->Args({static_cast<int64_t>(dt), rows, cols, threads, packed});
           for (int64_t n : tokens) b->Args({static_cast<int64_t>(dt), rows, cols, threads, n, packed});

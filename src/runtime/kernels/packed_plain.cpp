@@ -58,7 +58,11 @@ constexpr int64_t kRunBytes = 32 * 1024;
 // twice, GFLOP/s whole panels / runs of 128 KiB: 2 threads 128 tokens 342, 340 / 390, 389,
 // 64 tokens 323, 320 / 382, 376; 1 thread 128 tokens 184, 173 / 192, 197, 64 tokens 180,
 // 167 / 186, 190. Runs of 16 KiB read 0.9x of whole panels, 32 KiB 1.04-1.08x, 64 KiB
-// 1.09-1.13x, 256 KiB as 128. In the model the wide panels are one product of several:
+// 1.09-1.13x, 256 KiB as 128. The 1B shape's down projection (2048 x 8192, the same
+// filter with 2048/8192 and dtypes [01]), whole panels / runs alternating twice: f32 2
+// threads 128 tokens 327, 312 / 386, 413, 64 tokens 311, 314 / 358, 411; f16 2 threads
+// 369, 365 / 396, 419 and 360, 357 / 394, 415 (86-93% of the probe); 1 thread f32
+// 1.05-1.21x, f16 1.07-1.08x. In the model the wide panels are one product of several:
 // `loom_ab_builds --repack auto --batch 1 --prompt 256 --steps 2 --rounds 8 --layouts 4
 // --threads 2`, prefill b/a 1B f16 (the down projection's 1 MiB panels) 1.010, small f32
 // (704 KiB) 1.018.
