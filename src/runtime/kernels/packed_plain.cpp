@@ -57,8 +57,8 @@ constexpr int64_t kRunBytes = 32 * 1024;
 // 128)/1/'` (f32 4096 x 4096, 1 MiB panels; Zen 5, 2026-12-07), the two alternating
 // twice, GFLOP/s whole panels / runs of 128 KiB: 2 threads 128 tokens 342, 340 / 390, 389,
 // 64 tokens 323, 320 / 382, 376; 1 thread 128 tokens 184, 173 / 192, 197, 64 tokens 180,
-// 167 / 186, 190. Runs of 16 KiB read 0.9x of whole panels, 32 KiB 1.04-1.08x, 64 KiB
-// 1.09-1.13x, 256 KiB as 128. The 1B shape's down projection (2048 x 8192, the same
+// 167 / 186, 190. Runs of 16 KiB read 0.93-0.95x of whole panels, 32 KiB 1.00-1.08x,
+// 64 KiB 1.03-1.16x, 256 KiB as 128. The 1B shape's down projection (2048 x 8192, the same
 // filter with 2048/8192 and dtypes [01]), whole panels / runs alternating twice: f32 2
 // threads 128 tokens 327, 312 / 386, 413, 64 tokens 311, 314 / 358, 411; f16 2 threads
 // 369, 365 / 396, 419 and 360, 357 / 394, 415 (86-93% of the probe); 1 thread f32
