@@ -61,7 +61,7 @@ constexpr int64_t kRunBytes = 32 * 1024;
 // 64 KiB 1.03-1.16x, 256 KiB as 128. The 1B shape's down projection (2048 x 8192, the same
 // filter with 2048/8192 and dtypes [01]), whole panels / runs alternating twice: f32 2
 // threads 128 tokens 327, 312 / 386, 413, 64 tokens 311, 314 / 358, 411; f16 2 threads
-// 369, 365 / 396, 419 and 360, 357 / 394, 415 (86-93% of the probe); 1 thread f32
+// 369, 365 / 396, 419 and 360, 357 / 394, 415 (86-90% of the probe); 1 thread f32
 // 1.05-1.21x, f16 1.07-1.08x. In the model the wide panels are one product of several:
 // `loom_ab_builds --repack auto --batch 1 --prompt 256 --steps 2 --rounds 8 --layouts 4
 // --threads 2`, prefill b/a 1B f16 (the down projection's 1 MiB panels) 1.010, small f32
