@@ -2,9 +2,11 @@
 //
 // A pool has a fixed number of threads (the calling thread counts as one: a pool of N
 // starts N-1 workers). parallel_for splits [0, n) into contiguous ranges, one per
-// thread, and returns when all are done; decode kernels rely on that static split to
-// stream disjoint slices of each weight matrix from memory. Idle workers spin briefly
-// (a decode step issues hundreds of small parallel_for calls) and then sleep.
+// thread, and returns when all are done; decode kernels rely on one range a thread to
+// stream disjoint slices of each weight matrix from memory. parallel_for's ranges are
+// even; parallel_for_balanced sizes them by each thread's measured speed. Idle workers
+// spin briefly (a decode step issues hundreds of small parallel_for calls) and then
+// sleep.
 //
 // A worker that cannot be started (no memory for its stack) makes the constructor throw
 // Error(out_of_memory) after stopping the others.
@@ -35,6 +37,16 @@ class ThreadPool {
   // (the first one) after every range has finished.
   void parallel_for(int64_t n, int64_t grain,
                     const std::function<void(int64_t begin, int64_t end, int thread)>& fn);
+  // The same, but the contiguous shares are sized by how fast each thread finished its
+  // share of the recent balanced calls of the same kind (a core that the host slows, or
+  // serves memory more slowly, gets less), where the call has enough grains to move a
+  // boundary. Kinds (0 .. kBalanceKinds - 1) learn apart: work bound by memory and work
+  // bound by arithmetic see different speeds. For work whose results do not depend on
+  // where the shares end, since they move between calls. Throws Error(invalid_argument)
+  // for a kind outside the range.
+  static constexpr int kBalanceKinds = 4;
+  void parallel_for_balanced(int64_t n, int64_t grain, int kind,
+                             const std::function<void(int64_t begin, int64_t end, int thread)>& fn);
 
   static int hardware_threads() noexcept;
 
@@ -42,6 +54,7 @@ class ThreadPool {
 
  private:
   void stop_workers() noexcept;
+  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn, int kind);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -208,7 +209,9 @@ TEST_CASE("threads: a pack's tensors hashed on 1, 2 and 3 threads give the same 
 TEST_CASE("threads: parallel_for and split_rows cover every index exactly once, in whole grains, a piece a thread") {
   // Every index once, every piece but the last a whole number of grains, no piece empty,
   // and parallel_for's split: ceil(units / threads) grains a piece, so no more pieces than
-  // threads (split_rows takes the same split: each piece starts its weight streams cold).
+  // threads. split_rows (each piece starts its weight streams cold) takes one piece a
+  // thread too: sized by the threads' speeds where there are at least 8 grains a thread
+  // (parallel_for_balanced), else parallel_for's split.
   for (int threads : {1, 2, 3, 5}) {
     loom::ThreadPool pool(threads);
     for (int64_t n : {1, 2, 7, 64, 1000, 4097}) {
@@ -224,7 +227,7 @@ TEST_CASE("threads: parallel_for and split_rows cover every index exactly once, 
             for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
           };
           if (via_split_rows) {
-            loom::kernels::split_rows(pool, n, grain, [&](int64_t b, int64_t e) { record(b, e, 0); });
+            loom::kernels::split_rows(pool, n, grain, 1, [&](int64_t b, int64_t e) { record(b, e, 0); });
           } else {
             pool.parallel_for(n, grain, record);
           }
@@ -235,11 +238,47 @@ TEST_CASE("threads: parallel_for and split_rows cover every index exactly once, 
           CHECK(bad_ranges.load() == 0);
           const int64_t units = (n + grain - 1) / grain;
           const int64_t per_piece = (units + threads - 1) / threads;
-          CHECK(pieces.load() == (units + per_piece - 1) / per_piece);
+          if (via_split_rows && units >= 8 * threads) {
+            CHECK(pieces.load() == threads);
+          } else {
+            CHECK(pieces.load() == (units + per_piece - 1) / per_piece);
+          }
           CHECK(pieces.load() <= threads);
         }
       }
     }
+  }
+}
+
+TEST_CASE("threads: parallel_for_balanced gives a slower thread a smaller share, per kind, and leaves parallel_for even") {
+  // Thread 1 takes three times as long a unit as thread 0: its speed is a third, so the
+  // shares move toward 3:1 (the weights' bound, 1.5 : 0.5 of an even share, is 48:16 of
+  // 64 units) over the calls of that kind, while another kind and parallel_for still
+  // split evenly. The threads sleep rather than spin, so that the tests running beside
+  // this one (ctest -j) on the same cores hardly change the times.
+  loom::ThreadPool pool(2);
+  constexpr int64_t kUnits = 64;
+  std::atomic<int64_t> first_share{0};
+  auto job = [&](int64_t b, int64_t e, int thread) {
+    if (thread == 0) first_share = e - b;
+    std::this_thread::sleep_for(std::chrono::microseconds((e - b) * (thread == 0 ? 100 : 300)));
+  };
+  for (int call = 0; call < 40; ++call) pool.parallel_for_balanced(kUnits, 1, 0, job);
+  INFO("thread 0's share of the last balanced call " << first_share.load());
+  CHECK(first_share.load() >= 38);
+  CHECK(first_share.load() <= 48);
+  pool.parallel_for_balanced(kUnits, 1, 1, job);  // a kind not yet measured
+  CHECK(first_share.load() == 32);
+  pool.parallel_for(kUnits, 1, job);
+  CHECK(first_share.load() == 32);
+  pool.parallel_for_balanced(15, 1, 0, job);  // under 8 units a thread: even
+  CHECK(first_share.load() == 8);
+  try {
+    pool.parallel_for_balanced(kUnits, 1, loom::ThreadPool::kBalanceKinds, job);
+    FAIL("a kind past the last was accepted");
+  } catch (const loom::Error& e) {
+    CHECK(e.code() == loom::ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).find("kind 4") != std::string::npos);
   }
 }
 

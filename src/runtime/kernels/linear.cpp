@@ -140,7 +140,7 @@ void linear_quantized(const Tensor& w, const float* x, int64_t x_stride, int64_t
   quantize_token_rows(&pool, n_tokens, quantize);
   const auto row_bytes = static_cast<size_t>(dtype_bytes(w.dtype(), cols, cols));
   const auto* base = static_cast<const std::byte*>(w.raw_data());
-  split_rows(pool, rows, 16, [&](int64_t r0, int64_t r1) {
+  split_rows(pool, rows, 16, n_tokens, [&](int64_t r0, int64_t r1) {
     quant::dot_rows_token_major(w.dtype(), base + static_cast<size_t>(r0) * row_bytes, row_bytes, r1 - r0, cols,
                                 act_data, act_row_bytes, n_tokens, y + r0, y_stride);
     add_bias(bias, r0, r1, n_tokens, y, y_stride);
@@ -189,7 +189,7 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     return;
   }
   if (n_tokens == 1) {
-    split_rows(pool, rows, 16, [&](int64_t r0, int64_t r1) {
+    split_rows(pool, rows, 16, 1, [&](int64_t r0, int64_t r1) {
       matvec_rows(w, x, y + r0, r0, r1);
       add_bias(bias, r0, r1, 1, y, y_stride);
     });
@@ -208,7 +208,7 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     });
     return;
   }
-  split_rows(pool, rows, 16, [&](int64_t r0, int64_t r1) {
+  split_rows(pool, rows, 16, n_tokens, [&](int64_t r0, int64_t r1) {
     gemm_rows(w, r0, r1, x, x_stride, n_tokens, y, y_stride);
     add_bias(bias, r0, r1, n_tokens, y, y_stride);
   });

@@ -47,8 +47,7 @@ void quantize_token_rows(ThreadPool* pool, int64_t n_tokens, Rows&& rows) {
 }
 
 // Runs fn(begin, end) over the output rows [0, n) of a product on the pool: one
-// contiguous even share per thread (parallel_for's split), in pieces that are multiples
-// of `grain`. Contiguous shares keep the kernels' L2 blocks of rows whole (with
+// contiguous share per thread, in pieces that are multiples of `grain`. Contiguous shares keep the kernels' L2 blocks of rows whole (with
 // chunks, packed q8_0 prefill of 128 tokens ran 15-20% slower: blocks cut at chunk edges
 // each cost a full pass of the activations) and start each thread's weight streams once.
 // Decode took chunks of a quarter of a thread's share from a shared counter for a while
@@ -59,12 +58,20 @@ void quantize_token_rows(ThreadPool* pool, int64_t n_tokens, Rows&& rows) {
 // small q4_k pack 1.154 / 1.175x, small q8_0 GGUF 1.101 / 1.093x, small f16 GGUF 1.041 /
 // 1.047x, 1B q8_0 GGUF 0.997 / 0.995x; two chunks per thread, or chunks of at least 2
 // MiB, read 0.95-1.00x of one share (docs/runtime.md).
-// Which thread runs a row changes no bit: each output row is computed by one call,
-// whatever its range.
+// The shares' sizes follow each thread's measured speed (ThreadPool::
+// parallel_for_balanced), learnt apart for one token (bound by memory), batches of up
+// to 16 and longer passes (bound by arithmetic): on the 2-vCPU Zen 5 machines one core
+// of the two ran its even decode share 5-15% slower than the other, which then waited
+// (a scratch timing of the pool over small q4_0 decode, 2026-12-07: a share about 25 us,
+// the two 3-6 us apart on average; the slower core changed from run to run, and learnt
+// shares brought the gap to 2 us). Which thread runs a row changes no bit: each output
+// row is computed by one call, whatever its range.
+inline int split_kind(int64_t n_tokens) { return n_tokens == 1 ? 0 : n_tokens <= 16 ? 1 : 2; }
 template <class Fn>
-void split_rows(ThreadPool& pool, int64_t n, int64_t grain, Fn&& fn) {
+void split_rows(ThreadPool& pool, int64_t n, int64_t grain, int64_t n_tokens, Fn&& fn) {
   if (n <= 0) return;
-  pool.parallel_for(n, std::max<int64_t>(grain, 1), [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+  pool.parallel_for_balanced(n, std::max<int64_t>(grain, 1), split_kind(n_tokens),
+                             [&](int64_t begin, int64_t end, int) { fn(begin, end); });
 }
 
 // y[t * y_stride + r] += bias[r] for rows [r0, r1) of n_tokens (nothing when bias is

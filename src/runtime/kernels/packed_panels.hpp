@@ -298,7 +298,7 @@ template <class Range>
 void over_panels(ThreadPool& pool, int64_t rows, int64_t grain, const Tensor* bias, int64_t n_tokens, float* y,
                  int64_t y_stride, Range&& range) {
   const int64_t panels = (rows + kPackedPanelRows - 1) / kPackedPanelRows;
-  split_rows(pool, panels, grain, [&](int64_t p0, int64_t p1) {
+  split_rows(pool, panels, grain, n_tokens, [&](int64_t p0, int64_t p1) {
     range(p0, p1);
     add_bias(bias, p0 * kPackedPanelRows, std::min(rows, p1 * kPackedPanelRows), n_tokens, y, y_stride);
   });
