@@ -64,9 +64,8 @@ struct ThreadPool::Impl {
   bool timed = false;         // the current call measures its shares
   uint64_t published_ns = 0;  // when the current call was handed out
   // weights[kind][t]: thread t's share of a balanced call of that kind, relative to an
-  // even one; `weight` the current call's kind.
+  // even one.
   std::vector<std::vector<double>> weights;
-  std::vector<double>* weight = nullptr;
   struct alignas(64) Finish {
     uint64_t ns = 0;  // when the thread's share of the current call ended
   };
@@ -94,13 +93,13 @@ struct ThreadPool::Impl {
   }
 
   // Shares of whole grains in proportion to the weights, at least one grain each.
-  void split_by_weight(int64_t units) {
+  void split_by_weight(int64_t units, const std::vector<double>& weight) {
     double total = 0;
-    for (double w : *weight) total += w;
+    for (double w : weight) total += w;
     double before = 0;
     bounds[0] = 0;
     for (int t = 0; t < n_threads; ++t) {
-      before += (*weight)[static_cast<size_t>(t)];
+      before += weight[static_cast<size_t>(t)];
       auto end_unit = static_cast<int64_t>(static_cast<double>(units) * before / total + 0.5);
       const int64_t first = bounds[static_cast<size_t>(t)] / grain + 1;  // at least one grain
       const int64_t last = units - (n_threads - 1 - t);                  // one left for each after
@@ -113,7 +112,7 @@ struct ThreadPool::Impl {
   // out, so a late start counts against it) against the mean, and the weights a step
   // toward it. A share descheduled by the host reads slow once and moves the weights one
   // clamped step.
-  void learn() {
+  void learn(std::vector<double>& weight) {
     double mean = 0;
     for (int t = 0; t < n_threads; ++t) {
       const auto i = static_cast<size_t>(t);
@@ -125,7 +124,7 @@ struct ThreadPool::Impl {
     for (int t = 0; t < n_threads; ++t) {
       const auto i = static_cast<size_t>(t);
       const double target = std::clamp(speed[i] / mean, kMinWeight, kMaxWeight);
-      (*weight)[i] += kStep * (target - (*weight)[i]);
+      weight[i] += kStep * (target - weight[i]);
     }
   }
 
@@ -219,8 +218,7 @@ void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t,
   p.grain = grain;
   p.timed = kind >= 0 && units >= kMinUnitsPerThread * p.n_threads;
   if (p.timed) {
-    p.weight = &p.weights[static_cast<size_t>(kind)];
-    p.split_by_weight(units);
+    p.split_by_weight(units, p.weights[static_cast<size_t>(kind)]);
   } else {
     p.split_evenly(units);
   }
@@ -242,7 +240,7 @@ void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t,
   }
   p.job = nullptr;
   if (p.error) std::rethrow_exception(p.error);
-  if (p.timed) p.learn();
+  if (p.timed) p.learn(p.weights[static_cast<size_t>(kind)]);
 }
 
 }  // namespace loom

@@ -202,7 +202,7 @@ void linear(const Tensor& w, const Tensor* bias, const float* x, int64_t x_strid
     thread_local PackedActivationsBf16 packed_storage;
     PackedActivationsBf16& packed = packed_storage;
     pack_activations_bf16(x, x_stride, n_tokens, w.shape()[1], packed);
-    pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+    split_rows(pool, rows, 16, n_tokens, [&](int64_t r0, int64_t r1) {
       gemm_bf16_dot(w, r0, r1, packed, y, y_stride);
       add_bias(bias, r0, r1, n_tokens, y, y_stride);
     });

@@ -47,9 +47,10 @@ void quantize_token_rows(ThreadPool* pool, int64_t n_tokens, Rows&& rows) {
 }
 
 // Runs fn(begin, end) over the output rows [0, n) of a product on the pool: one
-// contiguous share per thread, in pieces that are multiples of `grain`. Contiguous shares keep the kernels' L2 blocks of rows whole (with
-// chunks, packed q8_0 prefill of 128 tokens ran 15-20% slower: blocks cut at chunk edges
-// each cost a full pass of the activations) and start each thread's weight streams once.
+// contiguous share per thread, in pieces that are multiples of `grain`. Contiguous
+// shares keep the kernels' L2 blocks of rows whole (with chunks, packed q8_0 prefill of
+// 128 tokens ran 15-20% slower: blocks cut at chunk edges each cost a full pass of the
+// activations) and start each thread's weight streams once.
 // Decode took chunks of a quarter of a thread's share from a shared counter for a while
 // (Zen 4, 2026-12-03), so that a thread the VM deschedules leaves its later chunks to the
 // others: the pool's waits fell from 17% to 8% of f16 decode's perf samples. On the Zen 5

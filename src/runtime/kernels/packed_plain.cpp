@@ -347,7 +347,8 @@ LOOM_TARGET_AVX512 void streams(const typename E::T* const* panels, int64_t cols
 // panel at a time in the probe and 0.93x on the 1B f16 model at 4 tokens: not taken;
 // there f16 and bf16 tiles prefetch their own stream instead (kOwnAheadBytes).
 // Decode's share of the panels is a multiple of four; 2 and 3 tokens' shares are any
-// number of panels, and a share's last panels, fewer than N but at least two, go as that many streams.
+// number of panels, and a share's last panels, fewer than N but at least two, go as that
+// many streams.
 struct StreamPlan {
   int streams = 0;  // N; 0: the product runs as token tiles (native_panels)
   int grain = 1;
@@ -721,10 +722,10 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   // AVX-512 decode splits the panels in groups of four, so a thread's share feeds
   // streams<E, 4, 1> (when decode took chunks of one or two panels from a counter, a
   // 1024-row matrix at two threads never reached it); 2 and 3 tokens split by single
-  // panels (streamed_panels ends a share with fewer streams). The AVX2 and scalar levels read
-  // one panel at a time and split by single panels: in groups of four a 256-row matrix
-  // went to one thread of two (small shape, LOOM_ISA=avx2, two threads, loom_ab_builds:
-  // grain one over four, f32 1.026x and 1.028x, f16 1.038x and 1.077x). On AVX-512,
+  // panels (streamed_panels ends a share with fewer streams). The AVX2 and scalar levels
+  // read one panel at a time and split by single panels: in groups of four a 256-row
+  // matrix went to one thread of two (small shape, LOOM_ISA=avx2, two threads,
+  // loom_ab_builds: grain one over four, f32 1.026x and 1.028x, f16 1.038x and 1.077x). On AVX-512,
   // groups only where every thread gets one measured the same as groups everywhere (f16
   // 1.028x / 0.999x, f32 0.985x / 0.963x), so that stays simple.
   const int64_t grain = native ? stream_plan(n_tokens).grain : 1;
