@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "loom/convert.hpp"
 #include "loom/cpu.hpp"
@@ -88,26 +90,30 @@ std::map<const Tensor*, PackPlace> plan_joined_packing(const LoadOptions& option
   return places;
 }
 
-// The bytes of a mapped file that one tensor alone reads (none when its storage is owned
-// or shared with another tensor, such as a tied output's table), so that once the tensor
-// is replaced by an owned copy (packed, or unpacked to rows) their pages leave the
-// process; the page cache keeps them. Without this a repacking load held every repacked
-// matrix twice, mapped rows and packed copy (peak RSS of `loom inspect --repack auto`,
-// 1B shape: q4_k GGUF 1.44 -> 0.91 GB, f16 GGUF 4.89 -> 3.00 GB; docs/cli-and-packs.md).
-// Dropping pages that something still reads costs only a page fault: the mapping is
-// read-only and private.
-struct MappedBytes {
+// The bytes of a mapped file that a tensor reads, kept while settle_layouts replaces the
+// tensor with an owned copy (packed, or unpacked to rows): once nothing holds the file's
+// view any more (a tied output's table is held by the output too until it is handed the
+// copy), their pages leave the process; the page cache keeps them. Without this a
+// repacking load held every repacked matrix twice, mapped rows and packed copy (peak RSS
+// of `loom inspect --repack auto`, 1B shape: q4_k GGUF 1.44 -> 0.91 GB, f16 GGUF 4.89 ->
+// 3.00 GB; docs/cli-and-packs.md). Dropping a page that something still reads (the last
+// page of the tensor before) costs only a page fault: the mapping is read-only and private.
+struct MappedRows {
+  std::weak_ptr<const Storage> view;
   std::shared_ptr<const MappedFile> file;
   uint64_t offset = 0;
   uint64_t bytes = 0;
 
-  static MappedBytes sole_reader(const Tensor& t) {
+  static MappedRows of(const Tensor& t) {
     const std::shared_ptr<Storage>& s = t.storage();
-    if (s == nullptr || !s->is_mapped() || s.use_count() != 1) return {};
-    return {s->file(), s->file_offset() + t.byte_offset(), static_cast<uint64_t>(t.nbytes())};
+    if (s == nullptr || !s->is_mapped()) return {};
+    return {s, s->file(), s->file_offset() + t.byte_offset(), static_cast<uint64_t>(t.nbytes())};
   }
-  void release() const {
-    if (file != nullptr) file->advise(offset, bytes, AccessHint::dont_need);
+  // Gives the pages back when no tensor holds the view; true once done.
+  bool release_if_unread() const {
+    if (!view.expired()) return false;
+    file->advise(offset, bytes, AccessHint::dont_need);
+    return true;
   }
 };
 
@@ -131,10 +137,8 @@ void settle_one(const LoadOptions& options, std::string_view packed_for, Tensor&
     const std::string reason =
         !kernels_read_it ? "this CPU's kernels (" + isa_description() + ") do not read that layout"
                          : "the load asked for " + std::string(dtype_name(rec.dtype));
-    const MappedBytes source = MappedBytes::sole_reader(t);
     const auto start = std::chrono::steady_clock::now();
     t = unpack_to(t, rec.dtype, rec.conversion, pool);
-    source.release();
     rec.repack_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rec.packing = Packing::none;
     rec.zero_copy = false;
@@ -145,10 +149,8 @@ void settle_one(const LoadOptions& options, std::string_view packed_for, Tensor&
 
   const Packing packing = packing_at_load(options, t);
   if (packing == Packing::none) return;
-  const MappedBytes source = MappedBytes::sole_reader(t);
   const auto start = std::chrono::steady_clock::now();
   t = place != nullptr ? pack_into(t, packing, place->storage, place->offset, &pool) : pack(t, packing, &pool);
-  source.release();
   rec.repack_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rec.packing = packing;
   rec.zero_copy = false;
@@ -189,12 +191,20 @@ void settle_layouts(const LoadOptions& options, std::string_view packed_for, Mod
   // kernels::embedding_row). Packed, the 1B shape's tied output product ran 1.1-1.6x
   // faster for one token (q8_0 the exception) and 2.4-2.7x for eight
   // (docs/quantization.md).
+  // Mapped rows a copy replaced, handed back as soon as no tensor holds them (MappedRows):
+  // one matrix later for a tied table, whose output takes the copy after settle_one.
+  std::vector<MappedRows> replaced;
+  auto release_unread = [&] { std::erase_if(replaced, [](const MappedRows& m) { return m.release_if_unread(); }); };
   slots::for_each_product_matrix(weights, [&](Tensor& t, const slots::WeightSlot& owner, int64_t layer) {
+    release_unread();
     TensorLoadRecord* rec = record_of(records, owner, layer);
     if (rec == nullptr) return;
     const auto place = places.find(&t);
+    MappedRows rows = MappedRows::of(t);
     settle_one(options, packed_for, t, *rec, unpacked, pool, place != places.end() ? &place->second : nullptr);
+    if (rows.file != nullptr && t.storage() != rows.view.lock()) replaced.push_back(std::move(rows));
   });
+  release_unread();
   for (const auto& [what, count] : unpacked) {
     notes.push_back(std::to_string(count) + " matri" + (count == 1 ? "x" : "ces") + " stored as " + what);
   }

@@ -300,42 +300,51 @@ int64_t mapped_resident_bytes(const fs::path& path) {
 TEST_CASE("repack: a load that repacks a mapped file's matrices lets go of their mapped rows") {
   // Once packed, nothing reads a matrix's rows in the file: their pages leave the process
   // (MappedFile::advise, dont_need), so the weights are held once. Before, every packed
-  // matrix stayed resident twice, its rows read by the packing and its panels.
-  loom::ModelConfig c = t::tiny_llama_config();
-  c.hidden_size = 512;
-  c.intermediate_size = 1536;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.head_dim = 64;
-  c.rope_dims = 64;
-  c.n_layers = 4;
-  c.vocab_size = 512;
-  t::TempDir dir;
-  const fs::path file = dir / "m.gguf";
-  loom::export_model(c, t::random_weights(c, 17, loom::DType::f16), file, loom::ExportFormat::gguf);
+  // matrix stayed resident twice, its rows read by the packing and its panels. A tied
+  // output's table goes too: the embedding then reads its rows from the packed table.
   if (loom::kernels::preferred_packing(loom::DType::f16) == loom::Packing::none) {
     WARN("SKIPPED: no packed f16 kernels on this CPU: the matrices stay mapped");
     return;
   }
-  const auto packed = loom::load_model(file, repack_options(loom::RepackMode::automatic));
-  REQUIRE(packed->load_report()->repacked_tensors == 29);  // 4 layers x 7 projections, the output
-  const int64_t resident = mapped_resident_bytes(file);  // the one mapping of the file so far
-  const int64_t projection_bytes = int64_t{4} * (2 * 512 * 512 + 2 * 256 * 512 + 3 * 1536 * 512) * 2;
-  if (resident < 0) {
-    WARN("SKIPPED: /proc/self/smaps cannot be read here");
-  } else {
-    // What stays mapped: the header, the norms, and whatever the kernel mapped around
-    // them (it maps a page cache folio whole, up to 2 MiB here): a few hundred KiB,
-    // against the 25 MiB of packed rows that all stayed before.
-    INFO("resident " << resident << " of " << projection_bytes << " bytes of packed rows");
-    CHECK(resident < projection_bytes / 10);
+  for (const bool tied : {false, true}) {
+    INFO((tied ? "tied" : "untied") << " output");
+    loom::ModelConfig c = t::tiny_llama_config();
+    c.hidden_size = 512;
+    c.intermediate_size = 1536;
+    c.n_heads = 8;
+    c.n_kv_heads = 4;
+    c.head_dim = 64;
+    c.rope_dims = 64;
+    c.n_layers = 4;
+    c.vocab_size = tied ? 8192 : 512;
+    c.tie_word_embeddings = tied;
+    t::TempDir dir;
+    const fs::path file = dir / "m.gguf";
+    loom::export_model(c, t::random_weights(c, 17, loom::DType::f16), file, loom::ExportFormat::gguf);
+    const auto packed = loom::load_model(file, repack_options(loom::RepackMode::automatic));
+    // 4 layers x 7 projections and the output (the table, when tied)
+    REQUIRE(packed->load_report()->repacked_tensors == 29);
+    CHECK((packed->weights().token_embd.packing() != loom::Packing::none) == tied);
+    const int64_t resident = mapped_resident_bytes(file);  // the one mapping of the file so far
+    const int64_t packed_rows = int64_t{4} * (2 * 512 * 512 + 2 * 256 * 512 + 3 * 1536 * 512) * 2 +
+                                (tied ? c.vocab_size * 512 * 2 : 0);
+    if (resident < 0) {
+      WARN("SKIPPED: /proc/self/smaps cannot be read here");
+    } else {
+      // What stays mapped: the header, the norms (and an untied embedding's rows, not
+      // read yet), and whatever the kernel mapped around them (it maps a page cache
+      // folio whole, up to 2 MiB here): at most a few MiB, against the 25-33 MiB of
+      // packed rows that all stayed before.
+      INFO("resident " << resident << " of " << packed_rows << " bytes of packed rows");
+      CHECK(resident < packed_rows / 8);
+    }
+    // The packed load still runs (an untied embedding's rows read from the mapping on
+    // demand, a tied one's unpacked from the table) and gives the plain load's logits.
+    const auto plain = loom::load_model(file, repack_options(loom::RepackMode::off));
+    const std::vector<int32_t> ids{1, 5, 9, 300};
+    loom::Session s(packed, all_logits_options()), r(plain, all_logits_options());
+    s.prefill(ids);
+    r.prefill(ids);
+    for (int64_t i = 0; i < 4; ++i) CHECK(t::relative_l2(s.logits_at(i), r.logits_at(i)) < 1e-4);
   }
-  // The packed load still runs (its embedding rows are read from the mapping on demand)
-  // and gives the plain load's logits.
-  const auto plain = loom::load_model(file, repack_options(loom::RepackMode::off));
-  const std::vector<int32_t> ids{1, 5, 9, 300};
-  loom::Session s(packed, all_logits_options()), r(plain, all_logits_options());
-  s.prefill(ids);
-  r.prefill(ids);
-  for (int64_t i = 0; i < 4; ++i) CHECK(t::relative_l2(s.logits_at(i), r.logits_at(i)) < 1e-4);
 }
