@@ -88,7 +88,7 @@ int run_scenario(const std::string& name, const fs::path& dir) {
     if (name == "convert-stream") o.io_mode = loom::IoMode::stream;
     if (name == "pack" || name == "pack-repack") path = dir / "pack";
     // Repacked into the f16 kernels' panels: one copy of the weights held, the mapped
-    // rows handed back as each matrix is packed (load_repack.cpp, MappedBytes).
+    // rows handed back as each matrix is packed (load_repack.cpp, MappedRows).
     if (name == "pack-repack") o.repack = loom::RepackMode::automatic;
     auto model = loom::load_model(path, o);
     weight_bytes = model->weight_bytes();

@@ -332,9 +332,8 @@ TEST_CASE("repack: a load that repacks a mapped file's matrices lets go of their
       WARN("SKIPPED: /proc/self/smaps cannot be read here");
     } else {
       // What stays mapped: the header, the norms (and an untied embedding's rows, not
-      // read yet), and whatever the kernel mapped around them (it maps a page cache
-      // folio whole, up to 2 MiB here): at most a few MiB, against the 25-33 MiB of
-      // packed rows that all stayed before.
+      // read yet) and whatever the kernel maps around the pages read: under 1 MiB here,
+      // against the 25-33 MiB of packed rows that all stayed before.
       INFO("resident " << resident << " of " << packed_rows << " bytes of packed rows");
       CHECK(resident < packed_rows / 8);
     }
