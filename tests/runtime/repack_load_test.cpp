@@ -3,10 +3,8 @@
 // that the exporter, the pack writer and a draft copy see the rows, not the panels.
 #include <catch2/catch.hpp>
 
-#include <cctype>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -272,30 +270,6 @@ TEST_CASE("repack: a q5_k_m pack quantized by loom loads its q5_k and q6_k proje
   }
 }
 
-namespace {
-
-// The bytes of `path` this process's mappings hold resident (the Rss lines of
-// /proc/self/smaps under the mappings named `path`), or -1 where smaps cannot be read.
-int64_t mapped_resident_bytes(const fs::path& path) {
-  std::ifstream smaps("/proc/self/smaps");
-  if (!smaps) return -1;
-  const std::string name = fs::canonical(path).string();
-  int64_t kib = 0;
-  bool ours = false;
-  for (std::string line; std::getline(smaps, line);) {
-    const size_t space = line.find(' ');
-    const bool header = space != std::string::npos && line.find('-') < space && line.find(':') > space &&
-                        std::isxdigit(static_cast<unsigned char>(line[0]));
-    if (header) {
-      ours = line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0;
-    } else if (ours && line.rfind("Rss:", 0) == 0) {
-      kib += std::stoll(line.substr(4));
-    }
-  }
-  return kib * 1024;
-}
-
-}  // namespace
 
 TEST_CASE("repack: a load that repacks a mapped file's matrices lets go of their mapped rows") {
   // Once packed, nothing reads a matrix's rows in the file: their pages leave the process
@@ -325,7 +299,7 @@ TEST_CASE("repack: a load that repacks a mapped file's matrices lets go of their
     // 4 layers x 7 projections and the output (the table, when tied)
     REQUIRE(packed->load_report()->repacked_tensors == 29);
     CHECK((packed->weights().token_embd.packing() != loom::Packing::none) == tied);
-    const int64_t resident = mapped_resident_bytes(file);  // the one mapping of the file so far
+    const int64_t resident = t::mapped_resident_bytes(file);  // the one mapping of the file so far
     const int64_t packed_rows = int64_t{4} * (2 * 512 * 512 + 2 * 256 * 512 + 3 * 1536 * 512) * 2 +
                                 (tied ? c.vocab_size * 512 * 2 : 0);
     if (resident < 0) {

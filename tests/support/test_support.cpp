@@ -1,6 +1,7 @@
 #include "support/test_support.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <unistd.h>
 
@@ -81,6 +82,27 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
 
 int32_t greedy_token(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+int64_t mapped_resident_bytes(const std::filesystem::path& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  if (!smaps) return -1;
+  const std::string name = std::filesystem::canonical(path).string();
+  int64_t kib = 0;
+  bool ours = false;
+  for (std::string line; std::getline(smaps, line);) {
+    // A mapping's header ("start-end perms offset dev inode path") or one of its fields
+    // ("Rss:   123 kB").
+    const size_t space = line.find(' ');
+    const bool header = space != std::string::npos && line.find('-') < space && line.find(':') > space &&
+                        std::isxdigit(static_cast<unsigned char>(line[0]));
+    if (header) {
+      ours = line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0;
+    } else if (ours && line.rfind("Rss:", 0) == 0) {
+      kib += std::stoll(line.substr(4));
+    }
+  }
+  return kib * 1024;
 }
 
 }  // namespace loom::test

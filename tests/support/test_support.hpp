@@ -52,6 +52,10 @@ struct IsaScope {
 // Load options with the logger silenced: tests assert on results, not on log lines.
 LoadOptions quiet_load_options();
 
+// The bytes of `path` this process's mappings hold resident (the Rss lines of
+// /proc/self/smaps under the mappings named `path`), or -1 where smaps cannot be read.
+int64_t mapped_resident_bytes(const std::filesystem::path& path);
+
 }  // namespace loom::test
 
 // Returns from the current test with a printed reason when the reference folder (or a
