@@ -8,11 +8,11 @@
 
 #include "loom/convert.hpp"
 #include "loom/cpu.hpp"
-#include "loom/mapped_file.hpp"
 #include "model/joined_products.hpp"
 #include "model/weight_slots.hpp"
 #include "tensor/gather.hpp"
 #include "tensor/kernel_registry.hpp"
+#include "tensor/mapped_pages.hpp"
 #include "tensor/packing.hpp"
 
 namespace loom::load {
@@ -90,29 +90,21 @@ std::map<const Tensor*, PackPlace> plan_joined_packing(const LoadOptions& option
   return places;
 }
 
-// The bytes of a mapped file that a tensor reads, kept while settle_layouts replaces the
-// tensor with an owned copy (packed, or unpacked to rows): once nothing holds the file's
-// view any more (a tied output's table is held by the output too until it is handed the
-// copy), their pages leave the process; the page cache keeps them. Without this a
+// A mapped view's pages, kept while settle_layouts replaces the tensor with an owned copy
+// (packed, or unpacked to rows) and handed back once no tensor holds the view (a tied
+// output's table is held by the output too until it is handed the copy). Without this a
 // repacking load held every repacked matrix twice, mapped rows and packed copy (peak RSS
 // of `loom inspect --repack auto`, 1B shape: q4_k GGUF 1.44 -> 0.91 GB, f16 GGUF 4.89 ->
-// 3.00 GB; docs/cli-and-packs.md). Dropping a page that something still reads (the last
-// page of the tensor before) costs only a page fault: the mapping is read-only and private.
+// 3.00 GB; docs/cli-and-packs.md).
 struct MappedRows {
   std::weak_ptr<const Storage> view;
-  std::shared_ptr<const MappedFile> file;
-  uint64_t offset = 0;
-  uint64_t bytes = 0;
+  MappedPages pages;
 
-  static MappedRows of(const Tensor& t) {
-    const std::shared_ptr<Storage>& s = t.storage();
-    if (s == nullptr || !s->is_mapped()) return {};
-    return {s, s->file(), s->file_offset() + t.byte_offset(), static_cast<uint64_t>(t.nbytes())};
-  }
+  static MappedRows of(const Tensor& t) { return {t.storage(), MappedPages::of(t)}; }
   // Gives the pages back when no tensor holds the view; true once done.
   bool release_if_unread() const {
     if (!view.expired()) return false;
-    file->advise(offset, bytes, AccessHint::dont_need);
+    pages.release();
     return true;
   }
 };
@@ -202,7 +194,7 @@ void settle_layouts(const LoadOptions& options, std::string_view packed_for, Mod
     const auto place = places.find(&t);
     MappedRows rows = MappedRows::of(t);
     settle_one(options, packed_for, t, *rec, unpacked, pool, place != places.end() ? &place->second : nullptr);
-    if (rows.file != nullptr && t.storage() != rows.view.lock()) replaced.push_back(std::move(rows));
+    if (rows.pages.file != nullptr && t.storage() != rows.view.lock()) replaced.push_back(std::move(rows));
   });
   release_unread();
   for (const auto& [what, count] : unpacked) {

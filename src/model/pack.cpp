@@ -23,12 +23,12 @@
 #include "loom/error.hpp"
 #include "loom/exporter.hpp"
 #include "loom/format.hpp"
-#include "loom/mapped_file.hpp"
 #include "loom/thread_pool.hpp"
 #include "loom/tokenizer.hpp"
 #include "model/quant_recipe.hpp"
 #include "model/weight_slots.hpp"
 #include "tensor/kernel_registry.hpp"
+#include "tensor/mapped_pages.hpp"
 #include "tensor/packing.hpp"
 #include "tensor/quant/quant.hpp"
 
@@ -363,14 +363,10 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
         p.sha256 = hash.get();
         offset = aligned + p.length;
         result.bytes += static_cast<int64_t>(p.length);
-        // The source rows are read once: their mapped pages leave the process (the page
-        // cache keeps them; a page read again faults back in). Without this a conversion
-        // held the whole source resident by its end (1B f16 GGUF to a q8_0 pack: peak
-        // RSS 2.54 GB, docs/cli-and-packs.md).
-        if (const auto& s = item.tensor->storage(); s != nullptr && s->is_mapped()) {
-          s->file()->advise(s->file_offset() + item.tensor->byte_offset(),
-                            static_cast<uint64_t>(item.tensor->nbytes()), AccessHint::dont_need);
-        }
+        // The source rows are read once: their mapped pages go back (MappedPages).
+        // Without this a conversion held the whole source resident by its end (1B f16
+        // GGUF to a q8_0 pack: peak RSS 2.51 GB, docs/cli-and-packs.md).
+        MappedPages::of(*item.tensor).release();
       }
       checkpoint.tensors.push_back(std::move(p));
       const bool last = i + 1 == items.size();

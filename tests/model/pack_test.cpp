@@ -109,14 +109,7 @@ TEST_CASE("packs from every source format load zero-copy with the source's tenso
 TEST_CASE("a conversion hands back each source tensor's mapped pages once it is written") {
   // The rows are read once: without the release a conversion held its whole source
   // resident by the end (load_repack.cpp does the same for a repacking load).
-  auto c = t::tiny_llama_config();
-  c.hidden_size = 512;
-  c.intermediate_size = 1536;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.head_dim = 64;
-  c.rope_dims = 64;
-  c.n_layers = 4;
+  const auto c = t::mid_llama_config();
   t::TempDir dir;
   const fs::path src = dir / "m.gguf";
   loom::export_model(c, t::random_weights(c, 9, loom::DType::f16), src, ExportFormat::gguf);

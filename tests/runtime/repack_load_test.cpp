@@ -282,14 +282,7 @@ TEST_CASE("repack: a load that repacks a mapped file's matrices lets go of their
   }
   for (const bool tied : {false, true}) {
     INFO((tied ? "tied" : "untied") << " output");
-    loom::ModelConfig c = t::tiny_llama_config();
-    c.hidden_size = 512;
-    c.intermediate_size = 1536;
-    c.n_heads = 8;
-    c.n_kv_heads = 4;
-    c.head_dim = 64;
-    c.rope_dims = 64;
-    c.n_layers = 4;
+    loom::ModelConfig c = t::mid_llama_config();
     c.vocab_size = tied ? 8192 : 512;
     c.tie_word_embeddings = tied;
     t::TempDir dir;
@@ -300,8 +293,9 @@ TEST_CASE("repack: a load that repacks a mapped file's matrices lets go of their
     REQUIRE(packed->load_report()->repacked_tensors == 29);
     CHECK((packed->weights().token_embd.packing() != loom::Packing::none) == tied);
     const int64_t resident = t::mapped_resident_bytes(file);  // the one mapping of the file so far
-    const int64_t packed_rows = int64_t{4} * (2 * 512 * 512 + 2 * 256 * 512 + 3 * 1536 * 512) * 2 +
-                                (tied ? c.vocab_size * 512 * 2 : 0);
+    const int64_t H = c.hidden_size;  // f16: 2 bytes an element
+    const int64_t packed_rows = c.n_layers * (2 * c.q_dim() * H + 2 * c.kv_dim() * H + 3 * c.intermediate_size * H) * 2 +
+                                (tied ? c.vocab_size * H * 2 : 0);
     if (resident < 0) {
       WARN("SKIPPED: /proc/self/smaps cannot be read here");
     } else {

@@ -30,6 +30,18 @@ ModelConfig tiny_llama_config() {
   return c;
 }
 
+ModelConfig mid_llama_config() {
+  ModelConfig c = tiny_llama_config();
+  c.hidden_size = 512;
+  c.intermediate_size = 1536;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.head_dim = 64;
+  c.rope_dims = 64;
+  c.n_layers = 4;
+  return c;
+}
+
 ModelConfig tiny_gpt2_config(int64_t max_positions) {
   ModelConfig c = tiny_llama_config();
   c.architecture = "gpt2";

@@ -20,6 +20,11 @@ ModelConfig tiny_llama_config();
 // wide, learned positions (max_positions), biases everywhere, MHA, tied output.
 ModelConfig tiny_gpt2_config(int64_t max_positions = 64);
 
+// tiny_llama_config() widened to hidden 512, ffn 1536, 8 / 4 heads of 64 and 4 layers:
+// about 25 MB of f16 matrices, enough for a test to tell a file's matrices from its header
+// and norms in the pages a process holds.
+ModelConfig mid_llama_config();
+
 // Random weights for `config` (normal(0, std) matrices, 1 + normal(0, 0.1) norms,
 // normal(0, 0.05) biases), matrices stored as `matrix_dtype`. Deterministic in `seed`.
 ModelWeights random_weights(const ModelConfig& config, uint32_t seed, DType matrix_dtype = DType::f32,

@@ -725,9 +725,9 @@ void run(const Tensor& w, const Tensor* bias, const float* x, int64_t x_stride, 
   // panels (streamed_panels ends a share with fewer streams). The AVX2 and scalar levels
   // read one panel at a time and split by single panels: in groups of four a 256-row
   // matrix went to one thread of two (small shape, LOOM_ISA=avx2, two threads,
-  // loom_ab_builds: grain one over four, f32 1.026x and 1.028x, f16 1.038x and 1.077x). On AVX-512,
-  // groups only where every thread gets one measured the same as groups everywhere (f16
-  // 1.028x / 0.999x, f32 0.985x / 0.963x), so that stays simple.
+  // loom_ab_builds: grain one over four, f32 1.026x and 1.028x, f16 1.038x and 1.077x).
+  // On AVX-512, groups only where every thread gets one measured the same as groups
+  // everywhere (f16 1.028x / 0.999x, f32 0.985x / 0.963x), so that stays simple.
   const int64_t grain = native ? stream_plan(n_tokens).grain : 1;
   split_rows(pool, panels.panels, grain, n_tokens, [&](int64_t p0, int64_t p1) {
     if (native) {
