@@ -3,8 +3,10 @@
 #include <array>
 #include <cstring>
 
+#include "loom/cpu.hpp"
 #include "loom/error.hpp"
 #include "loom/thread_pool.hpp"
+#include "tensor/packing_kernels.hpp"
 #include "tensor/quant/blocks.hpp"
 
 namespace loom {
@@ -324,26 +326,26 @@ static_assert(packed_layout::Q5K::pairs + 4 * packed_layout::Q5K::pair_bytes == 
 // q6_k's, gq4's, q2_k's and q3_k's zero-initialized quants give 0 whatever they are; the
 // plain packings' zeros are +0.0 in each dtype).
 constexpr std::array<PackingInfo, 20> kPackings{{
-    {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr, nullptr},
-    {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0, unpack_q8_0, pad_q8_0},
-    {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k, unpack_q4_k, nullptr},
-    {Packing::q4_0_x16, "q4_0_x16", DType::q4_0, 16, 32, 18, pack_q4_0, unpack_q4_0, pad_q4_0},
-    {Packing::q6_k_x16, "q6_k_x16", DType::q6_k, 16, 256, 210, pack_q6_k, unpack_q6_k, nullptr},
-    {Packing::q5_k_x16, "q5_k_x16", DType::q5_k, 16, 256, 180, pack_q5_k, unpack_q5_k, nullptr},
-    {Packing::gq8_32_x16, "gq8_32_x16", DType::gq8_32, 16, 32, 34, pack_gq8<32>, unpack_gq8<32>, pad_gq8<32>},
-    {Packing::gq8_64_x16, "gq8_64_x16", DType::gq8_64, 16, 64, 66, pack_gq8<64>, unpack_gq8<64>, pad_gq8<64>},
-    {Packing::gq8_128_x16, "gq8_128_x16", DType::gq8_128, 16, 128, 130, pack_gq8<128>, unpack_gq8<128>, pad_gq8<128>},
-    {Packing::gq4_32_x16, "gq4_32_x16", DType::gq4_32, 16, 32, 20, pack_gq4<32>, unpack_gq4<32>, nullptr},
-    {Packing::gq4_64_x16, "gq4_64_x16", DType::gq4_64, 16, 64, 36, pack_gq4<64>, unpack_gq4<64>, nullptr},
-    {Packing::gq4_128_x16, "gq4_128_x16", DType::gq4_128, 16, 128, 68, pack_gq4<128>, unpack_gq4<128>, nullptr},
-    {Packing::q4_1_x16, "q4_1_x16", DType::q4_1, 16, 32, 20, Q4_1Blocks::pack, Q4_1Blocks::unpack, nullptr},
-    {Packing::q5_0_x16, "q5_0_x16", DType::q5_0, 16, 32, 22, Q5_0Blocks::pack, Q5_0Blocks::unpack, nullptr},
-    {Packing::q5_1_x16, "q5_1_x16", DType::q5_1, 16, 32, 24, Q5_1Blocks::pack, Q5_1Blocks::unpack, nullptr},
-    {Packing::q2_k_x16, "q2_k_x16", DType::q2_k, 16, 256, 84, pack_q2_k, unpack_q2_k, nullptr},
-    {Packing::q3_k_x16, "q3_k_x16", DType::q3_k, 16, 256, 114, pack_q3_k, unpack_q3_k, nullptr},
-    {Packing::f32_x64, "f32_x64", DType::f32, 64, 16, 64, pack_plain<4>, unpack_plain<4>, nullptr},
-    {Packing::f16_x64, "f16_x64", DType::f16, 64, 16, 32, pack_plain<2>, unpack_plain<2>, nullptr},
-    {Packing::bf16_x64, "bf16_x64", DType::bf16, 64, 16, 32, pack_plain<2>, unpack_plain<2>, nullptr},
+    {Packing::none, "none", DType::f32, 1, 1, 0, nullptr, nullptr, nullptr, nullptr},
+    {Packing::q8_0_x16, "q8_0_x16", DType::q8_0, 16, 32, 34, pack_q8_0, unpack_q8_0, pad_q8_0, nullptr},
+    {Packing::q4_k_x16, "q4_k_x16", DType::q4_k, 16, 256, 148, pack_q4_k, unpack_q4_k, nullptr, nullptr},
+    {Packing::q4_0_x16, "q4_0_x16", DType::q4_0, 16, 32, 18, pack_q4_0, unpack_q4_0, pad_q4_0, nullptr},
+    {Packing::q6_k_x16, "q6_k_x16", DType::q6_k, 16, 256, 210, pack_q6_k, unpack_q6_k, nullptr, nullptr},
+    {Packing::q5_k_x16, "q5_k_x16", DType::q5_k, 16, 256, 180, pack_q5_k, unpack_q5_k, nullptr, nullptr},
+    {Packing::gq8_32_x16, "gq8_32_x16", DType::gq8_32, 16, 32, 34, pack_gq8<32>, unpack_gq8<32>, pad_gq8<32>, nullptr},
+    {Packing::gq8_64_x16, "gq8_64_x16", DType::gq8_64, 16, 64, 66, pack_gq8<64>, unpack_gq8<64>, pad_gq8<64>, nullptr},
+    {Packing::gq8_128_x16, "gq8_128_x16", DType::gq8_128, 16, 128, 130, pack_gq8<128>, unpack_gq8<128>, pad_gq8<128>, nullptr},
+    {Packing::gq4_32_x16, "gq4_32_x16", DType::gq4_32, 16, 32, 20, pack_gq4<32>, unpack_gq4<32>, nullptr, nullptr},
+    {Packing::gq4_64_x16, "gq4_64_x16", DType::gq4_64, 16, 64, 36, pack_gq4<64>, unpack_gq4<64>, nullptr, nullptr},
+    {Packing::gq4_128_x16, "gq4_128_x16", DType::gq4_128, 16, 128, 68, pack_gq4<128>, unpack_gq4<128>, nullptr, nullptr},
+    {Packing::q4_1_x16, "q4_1_x16", DType::q4_1, 16, 32, 20, Q4_1Blocks::pack, Q4_1Blocks::unpack, nullptr, nullptr},
+    {Packing::q5_0_x16, "q5_0_x16", DType::q5_0, 16, 32, 22, Q5_0Blocks::pack, Q5_0Blocks::unpack, nullptr, nullptr},
+    {Packing::q5_1_x16, "q5_1_x16", DType::q5_1, 16, 32, 24, Q5_1Blocks::pack, Q5_1Blocks::unpack, nullptr, nullptr},
+    {Packing::q2_k_x16, "q2_k_x16", DType::q2_k, 16, 256, 84, pack_q2_k, unpack_q2_k, nullptr, nullptr},
+    {Packing::q3_k_x16, "q3_k_x16", DType::q3_k, 16, 256, 114, pack_q3_k, unpack_q3_k, nullptr, nullptr},
+    {Packing::f32_x64, "f32_x64", DType::f32, 64, 16, 64, pack_plain<4>, unpack_plain<4>, nullptr, kernels::pack_plain_rows32_avx2},
+    {Packing::f16_x64, "f16_x64", DType::f16, 64, 16, 32, pack_plain<2>, unpack_plain<2>, nullptr, kernels::pack_plain_rows16_avx2},
+    {Packing::bf16_x64, "bf16_x64", DType::bf16, 64, 16, 32, pack_plain<2>, unpack_plain<2>, nullptr, kernels::pack_plain_rows16_avx2},
 }};
 
 // Where a packed [rows, cols] matrix's panels lie.
@@ -433,14 +435,23 @@ Tensor pack_into(const Tensor& t, Packing packing, std::shared_ptr<Storage> stor
   Tensor out = Tensor::packed(std::move(storage), byte_offset, t.shape(), t.dtype(), packing);
   const auto* src = static_cast<const uint8_t*>(t.raw_data());
   auto* dst = static_cast<uint8_t*>(out.mutable_raw_data());
+  const auto eight_rows = active_isa() >= Isa::avx2 ? info.pack_eight_rows : nullptr;
+  // Group by group, each zeroed and then filled from its panel's rows while it is in L1:
+  // row by row over the whole panel, a panel wider than L2 (1B f16: 64 rows of 8192
+  // columns, 1 MiB) was fetched again for every row it took 2 or 32 bytes of.
   over_panels(pool, g.panels, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
-      uint8_t* panel = dst + p * g.stride;
-      std::memset(panel, 0, static_cast<size_t>(g.stride));
-      for (int64_t r = 0; r < info.panel_rows; ++r) {
-        const int64_t row = p * info.panel_rows + r;
-        for (int64_t b = 0; b < g.nb; ++b) {
-          uint8_t* group = panel + b * g.group;
+      for (int64_t b = 0; b < g.nb; ++b) {
+        uint8_t* group = dst + p * g.stride + b * g.group;
+        std::memset(group, 0, static_cast<size_t>(g.group));
+        int64_t r = 0;
+        if (eight_rows != nullptr) {
+          for (; r + 8 <= info.panel_rows && p * info.panel_rows + r + 8 <= g.rows; r += 8) {
+            eight_rows(src + ((p * info.panel_rows + r) * g.nb + b) * g.row_block, g.nb * g.row_block, r, group);
+          }
+        }
+        for (; r < info.panel_rows; ++r) {
+          const int64_t row = p * info.panel_rows + r;
           if (row < g.rows) {
             info.pack_block(src + (row * g.nb + b) * g.row_block, r, group);
           } else if (info.pad_block != nullptr) {

@@ -199,11 +199,15 @@ struct PackingInfo {
   // The byte moves of one row-block: row r (0..panel_rows) of a panel, its block in the
   // rows (the dtype's block bytes) to and from the panel's group for that block
   // (block_bytes * panel_rows bytes, zeroed before packing), and what a padding row past
-  // the matrix's last writes into a group (nullptr: it stays zero). pack() and unpack()
-  // walk the panels, rows and blocks.
+  // the matrix's last writes into a group (nullptr: it stays zero). pack() walks the
+  // panels and their groups, unpack() the panels, rows and blocks.
   void (*pack_block)(const uint8_t* block, int64_t r, uint8_t* group);
   void (*unpack_block)(const uint8_t* group, int64_t r, uint8_t* block);
   void (*pad_block)(int64_t r, uint8_t* group);
+  // Optional (nullptr: none): rows r0..r0 + 7 of a group at once, the bytes eight
+  // pack_block calls would write, row r0 + i's block at row0 + i * row_stride. pack()
+  // takes it where the CPU has AVX2 (the plain panels' transposes, packing_x86.cpp).
+  void (*pack_eight_rows)(const uint8_t* row0, int64_t row_stride, int64_t r0, uint8_t* group);
 };
 
 // The table entry of a packing (Packing::none included).
