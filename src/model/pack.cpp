@@ -89,9 +89,10 @@ std::string source_revision(const fs::path& src) {
 
 // ---- conversion of one tensor into pack bytes ----
 
-// `quantize_to`: the recipe's dtype for this matrix (nullopt: no quantization).
+// `quantize_to`: the recipe's dtype for this matrix (nullopt: no quantization), which
+// runs on `pool`.
 Tensor pack_bytes_of(const Tensor& stored, bool is_vector, const PackOptions& o, std::optional<DType> quantize_to,
-                     std::string& dtype_note) {
+                     std::string& dtype_note, ThreadPool& pool) {
   // A matrix loaded in a kernel-native layout is written as rows (the pack's layout).
   const Tensor t = unpack(stored);
   if (is_vector) {
@@ -116,9 +117,9 @@ Tensor pack_bytes_of(const Tensor& stored, bool is_vector, const PackOptions& o,
     if (is_quantized(t.dtype())) {  // re-quantizing: through f32
       std::vector<float> values(n);
       convert(t.dtype(), t.raw_data(), DType::f32, values.data(), n);
-      quant::quantize(q, values.data(), out.mutable_raw_data(), n);
+      quant::quantize_from(DType::f32, values.data(), q, out.mutable_raw_data(), n, &pool);
     } else {  // f32 / f16 / bf16 ...: widened in bounded chunks
-      quant::quantize_from(t.dtype(), t.raw_data(), q, out.mutable_raw_data(), n);
+      quant::quantize_from(t.dtype(), t.raw_data(), q, out.mutable_raw_data(), n, &pool);
     }
     return out;
   }
@@ -222,15 +223,16 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   }
 
   // Re-verify what the interrupted run wrote; keep the longest intact prefix.
-  // Hashing (at disk speed with libcrypto) runs on the host's pool when it gave one
-  // (LoadOptions::pool caps its threads), else on every hardware thread.
-  const std::shared_ptr<ThreadPool> hash_pool_ptr = options.load.pool ? options.load.pool : std::make_shared<ThreadPool>(0);
-  ThreadPool& hash_pool = *hash_pool_ptr;
+  // Hashing (at disk speed with libcrypto), quantizing and repacking run on the host's
+  // pool when it gave one (LoadOptions::pool caps its threads), else on every hardware
+  // thread.
+  const std::shared_ptr<ThreadPool> pool_ptr = options.load.pool ? options.load.pool : std::make_shared<ThreadPool>(0);
+  ThreadPool& work_pool = *pool_ptr;
   std::vector<FileRange> written;  // the checkpoint's tensors with bytes of their own
   for (const auto& t : checkpoint.tensors) {
     if (t.tied_to.empty()) written.push_back({partial / t.file, t.offset, t.length});
   }
-  const auto written_hashes = sha256_file_ranges(written, hash_pool);
+  const auto written_hashes = sha256_file_ranges(written, work_pool);
   size_t verified = 0;
   for (size_t own = 0; verified < checkpoint.tensors.size(); ++verified) {
     const auto& t = checkpoint.tensors[verified];
@@ -330,11 +332,11 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
         p.shape = item.tensor->shape();
       } else {
         std::string note;
-        Tensor bytes = pack_bytes_of(*item.tensor, item.vector, options, quantize_to(item), note);
+        Tensor bytes = pack_bytes_of(*item.tensor, item.vector, options, quantize_to(item), note, work_pool);
         if (!note.empty()) notes.push_back(item.name + ": " + note);
         if (options.repack == RepackMode::automatic && item.product) {
           const Packing packing = kernel_registry().preferred_packing(bytes.dtype());
-          if (packing != Packing::none && can_pack(bytes, packing)) bytes = pack(bytes, packing, &hash_pool);
+          if (packing != Packing::none && can_pack(bytes, packing)) bytes = pack(bytes, packing, &work_pool);
         }
         p.dtype = bytes.dtype();
         p.shape = bytes.shape();
@@ -445,7 +447,7 @@ PackResult write_pack(const fs::path& src, const fs::path& dst, const PackOption
   if (options.hash_sources) {
     std::vector<FileRange> whole;
     for (const auto& f : sources) whole.push_back({f, 0, std::nullopt});
-    source_hashes = sha256_file_ranges(whole, hash_pool);
+    source_hashes = sha256_file_ranges(whole, work_pool);
   }
   for (size_t i = 0; i < sources.size(); ++i) {
     const auto& f = sources[i];

@@ -2,6 +2,7 @@
 // decoder on random blocks (bit-exact), and the convert() / quantize() entry points.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "loom/convert.hpp"
+#include "loom/cpu.hpp"
 #include "loom/error.hpp"
+#include "loom/thread_pool.hpp"
 #include "tensor/quant_test_support.hpp"
 
 using loom::DType;
@@ -390,4 +393,99 @@ TEST_CASE("quantize_from f16 and bf16 equals quantizing the widened values") {
   }
   CHECK_THROWS_AS(loom::quant::quantize_from(DType::q8_0, x.data(), DType::q4_0, nullptr, 32),
                   loom::Error);
+}
+
+namespace {
+// Caps the kernel family for one scope (as LOOM_ISA would), then lifts the cap.
+struct QuantIsaScope {
+  explicit QuantIsaScope(loom::Isa isa) { loom::set_isa_cap(isa); }
+  ~QuantIsaScope() { loom::set_isa_cap(loom::Isa::avx512); }
+  QuantIsaScope(const QuantIsaScope&) = delete;
+  QuantIsaScope& operator=(const QuantIsaScope&) = delete;
+};
+}  // namespace
+
+// q8_0's quantizer has AVX2 and AVX-512 forms (tensor/quant/quant_x86.cpp); each must
+// write what the definition gives: d = amax / 127 as f16, q = round(x * (1 / d)) half
+// away from zero. Blocks of amax 127 (d = 1) put x * id exactly on the ties k + 0.5 and
+// on 0.49999997, which adding a half before truncating would round up.
+TEST_CASE("q8_0's quantizer writes the definition's bytes at every ISA level, ties included") {
+  std::vector<float> x = tq::gaussian(32 * 64, 21);
+  for (int b = 0; b < 8; ++b) {
+    std::vector<float> block(32);
+    block[0] = b % 2 == 0 ? 127.0f : -127.0f;
+    for (int j = 1; j < 32; ++j) {
+      const float k = static_cast<float>((j * 37 + b * 11) % 127);
+      block[static_cast<size_t>(j)] = (j % 2 == 0 ? 1.0f : -1.0f) * (k + 0.5f);
+    }
+    block[5] = 0.49999997f;
+    block[6] = -0.49999997f;
+    block[7] = 126.5f;
+    block[8] = -0.5f;
+    x.insert(x.end(), block.begin(), block.end());
+  }
+  const size_t n = x.size(), blocks = n / 32;
+  std::vector<uint8_t> expected(blocks * 34);
+  for (size_t b = 0; b < blocks; ++b) {
+    const float* v = x.data() + 32 * b;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint16_t h = 0;
+    loom::f32_to_f16(&d, &h, 1);
+    std::memcpy(expected.data() + 34 * b, &h, 2);
+    for (int j = 0; j < 32; ++j) {
+      const float product = v[j] * id;
+      expected[34 * b + 2 + static_cast<size_t>(j)] = static_cast<uint8_t>(static_cast<int8_t>(std::round(product)));
+    }
+  }
+  // The tie blocks' quants are the rounded values themselves (d = 1): spot-check one.
+  const size_t tie_block = blocks - 8;
+  CHECK(static_cast<int8_t>(expected[34 * tie_block + 2 + 5]) == 0);
+  CHECK(static_cast<int8_t>(expected[34 * tie_block + 2 + 7]) == 127);
+  CHECK(static_cast<int8_t>(expected[34 * tie_block + 2 + 8]) == -1);
+  for (const loom::Isa isa : loom::supported_isas()) {
+    INFO(loom::isa_name(isa));
+    QuantIsaScope cap(isa);
+    std::vector<uint8_t> q(expected.size(), 0xAB);
+    loom::quant::quantize(DType::q8_0, x.data(), q.data(), n);
+    CHECK(q == expected);
+  }
+}
+
+// quantize_from on a pool: chunks of whole blocks on every thread, the same bytes as one
+// thread for every quantizer kind (the k-quants' super-blocks, the group types), and a
+// non-finite value named by its index in the whole input.
+TEST_CASE("quantize_from on a thread pool writes the single-threaded bytes") {
+  const size_t n = 4096 * 5 + 1024;  // five whole chunks and a part
+  const auto x = tq::gaussian(n, 31, 0.05f);
+  std::vector<uint16_t> h(n);
+  loom::convert(DType::f32, x.data(), DType::f16, h.data(), n);
+  loom::ThreadPool two(2), three(3);
+  for (DType to : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::gq4_32}) {
+    INFO(loom::dtype_name(to));
+    const auto& t = loom::dtype_traits(to);
+    const size_t bytes = n / static_cast<size_t>(t.block_elems) * static_cast<size_t>(t.block_bytes);
+    std::vector<uint8_t> alone(bytes), on_two(bytes, 0xAB), on_three(bytes, 0xCD), from_f32(bytes, 0xEF);
+    loom::quant::quantize_from(DType::f16, h.data(), to, alone.data(), n);
+    loom::quant::quantize_from(DType::f16, h.data(), to, on_two.data(), n, &two);
+    loom::quant::quantize_from(DType::f16, h.data(), to, on_three.data(), n, &three);
+    CHECK(on_two == alone);
+    CHECK(on_three == alone);
+    std::vector<float> widened(n);
+    loom::convert(DType::f16, h.data(), DType::f32, widened.data(), n);
+    loom::quant::quantize_from(DType::f32, widened.data(), to, from_f32.data(), n, &two);
+    CHECK(from_f32 == alone);
+  }
+  std::vector<float> bad(x);
+  bad[4096 * 3 + 7] = NAN;
+  std::vector<uint8_t> q(n / 32 * 34);
+  try {
+    loom::quant::quantize_from(DType::f32, bad.data(), DType::q8_0, q.data(), n, &two);
+    FAIL("a NaN was quantized");
+  } catch (const loom::Error& e) {
+    CHECK(e.code() == loom::ErrorCode::numeric);
+    CHECK(std::string(e.what()).find("element 12295") != std::string::npos);
+  }
 }

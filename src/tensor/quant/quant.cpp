@@ -7,6 +7,7 @@
 
 #include "loom/convert.hpp"
 #include "loom/error.hpp"
+#include "loom/thread_pool.hpp"
 #include "tensor/quant/quant_formats.hpp"
 
 namespace loom::quant {
@@ -67,11 +68,12 @@ size_t whole_blocks(DType dtype, size_t n) {
   return n / block;
 }
 
-void require_finite(const float* src, size_t n, DType to) {
+// `first`: the index of src[0] in the caller's whole input, for the message.
+void require_finite(const float* src, size_t n, DType to, size_t first = 0) {
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(src[i])) {
       throw Error(ErrorCode::numeric, "cannot quantize a non-finite value (element " +
-                                          std::to_string(i) + ") to " +
+                                          std::to_string(first + i) + ") to " +
                                           std::string(dtype_name(to)));
     }
   }
@@ -112,28 +114,44 @@ void quantize(DType dtype, const float* src, void* dst, size_t n) {
   c->quantize(src, static_cast<uint8_t*>(dst), blocks);
 }
 
-void quantize_from(DType from, const void* src, DType to, void* dst, size_t n) {
-  if (from == DType::f32) return quantize(to, static_cast<const float*>(src), dst, n);
-  if (!can_quantize(to)) {
+void quantize_from(DType from, const void* src, DType to, void* dst, size_t n, ThreadPool* pool) {
+  const Codec* c = find_codec(to);
+  if (c == nullptr || c->quantize == nullptr) {
     throw Error(ErrorCode::unsupported, "no quantizer writes " + std::string(dtype_name(to)));
   }
-  if (!can_convert(from, DType::f32) || is_quantized(from)) {
+  if (from != DType::f32 && (!can_convert(from, DType::f32) || is_quantized(from))) {
     throw Error(ErrorCode::unsupported, "cannot quantize from " + std::string(dtype_name(from)));
   }
   whole_blocks(to, n);
-  // Chunks of whole blocks of `to` (every block size divides 4096).
+  // Chunks of whole blocks of `to` (every block size divides 4096), widened into a
+  // buffer of the thread's own unless they are f32 already. A block's bytes depend on its
+  // own values only, so the chunks may go to any thread in any order.
   constexpr size_t kChunk = 4096;
-  std::vector<float> buffer(kChunk);
   const auto in_size = static_cast<size_t>(dtype_size(from));
   const auto& traits = dtype_traits(to);
   const auto block = static_cast<size_t>(traits.block_elems);
-  for (size_t done = 0; done < n; done += kChunk) {
-    const size_t count = std::min(kChunk, n - done);
-    convert(from, static_cast<const uint8_t*>(src) + done * in_size, DType::f32, buffer.data(),
-            count);
-    quantize(to, buffer.data(),
-             static_cast<uint8_t*>(dst) + done / block * static_cast<size_t>(traits.block_bytes),
-             count);
+  const auto run = [&](size_t first_chunk, size_t end_chunk) {
+    std::vector<float> buffer(from == DType::f32 ? 0 : kChunk);
+    for (size_t chunk = first_chunk; chunk < end_chunk; ++chunk) {
+      const size_t done = chunk * kChunk, count = std::min(kChunk, n - done);
+      const auto* in = static_cast<const uint8_t*>(src) + done * in_size;
+      const float* values = reinterpret_cast<const float*>(in);
+      if (from != DType::f32) {
+        convert(from, in, DType::f32, buffer.data(), count);
+        values = buffer.data();
+      }
+      require_finite(values, count, to, done);
+      c->quantize(values, static_cast<uint8_t*>(dst) + done / block * static_cast<size_t>(traits.block_bytes),
+                  count / block);
+    }
+  };
+  const size_t chunks = (n + kChunk - 1) / kChunk;
+  if (pool != nullptr && pool->size() > 1 && chunks > 1) {
+    pool->parallel_for(static_cast<int64_t>(chunks), 1, [&](int64_t begin, int64_t end, int) {
+      run(static_cast<size_t>(begin), static_cast<size_t>(end));
+    });
+  } else {
+    run(0, chunks);
   }
 }
 

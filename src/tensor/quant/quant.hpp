@@ -19,6 +19,10 @@
 
 #include "loom/dtype.hpp"
 
+namespace loom {
+class ThreadPool;
+}
+
 namespace loom::quant {
 
 // True when dequantize() handles `dtype` (every quantized type in the DType table).
@@ -34,9 +38,11 @@ bool can_quantize(DType dtype) noexcept;
 // when n is not a whole number of blocks, and Error(numeric) when an input is NaN or
 // infinite (a block scale cannot represent it).
 void quantize(DType dtype, const float* src, void* dst, size_t n);
-// As quantize(), from any dtype loom::convert() widens to f32 (f16, bf16, f64, f8...),
-// through a bounded f32 buffer.
-void quantize_from(DType from, const void* src, DType to, void* dst, size_t n);
+// As quantize(), from f32 or any dtype loom::convert() widens to f32 (f16, bf16, f64,
+// f8...), through a bounded f32 buffer; on `pool`'s threads when given, in chunks of
+// whole blocks (the same bytes at any thread count: each block is quantized from its own
+// values). A non-finite value is reported by its index in src.
+void quantize_from(DType from, const void* src, DType to, void* dst, size_t n, ThreadPool* pool = nullptr);
 
 // ---- loom's group-quantized types ----
 // gq8_G (int8, one f16 scale per group) and gq4_G (int4, f16 scale + 4-bit zero point

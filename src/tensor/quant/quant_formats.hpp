@@ -23,6 +23,10 @@ void quantize_q4_1(const float* src, uint8_t* dst, size_t blocks);
 void quantize_q5_0(const float* src, uint8_t* dst, size_t blocks);
 void quantize_q5_1(const float* src, uint8_t* dst, size_t blocks);
 void quantize_q8_1(const float* src, uint8_t* dst, size_t blocks);
+// q8_0's quantizer for AVX-512 and AVX2 (quant_x86.cpp; the same bytes), which
+// quantize_q8_0 hands its blocks to where the active ISA level has them.
+void quantize_q8_0_avx512(const float* src, uint8_t* dst, size_t blocks);
+void quantize_q8_0_avx2(const float* src, uint8_t* dst, size_t blocks);
 
 // k-quants, 256-element super-blocks (quant_k.cpp)
 void dequantize_q2_k(const uint8_t* src, float* dst, size_t blocks);

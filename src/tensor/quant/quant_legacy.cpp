@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "loom/cpu.hpp"
 #include "tensor/quant/blocks.hpp"
 #include "tensor/quant/quant_formats.hpp"
 
@@ -118,6 +119,11 @@ void dequantize_q8_1(const uint8_t* src, float* dst, size_t blocks) {
 // ---- quantization ----
 
 void quantize_q8_0(const float* src, uint8_t* dst, size_t blocks) {
+  switch (active_isa()) {
+    case Isa::avx512: return quantize_q8_0_avx512(src, dst, blocks);
+    case Isa::avx2: return quantize_q8_0_avx2(src, dst, blocks);
+    case Isa::scalar: break;
+  }
   for (size_t b = 0; b < blocks; ++b, src += kBlock, dst += sizeof(BlockQ8_0)) {
     float amax = 0.0f;
     for (int j = 0; j < kBlock; ++j) amax = std::max(amax, std::fabs(src[j]));
