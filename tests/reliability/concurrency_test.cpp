@@ -206,6 +206,33 @@ TEST_CASE("threads: a pack's tensors hashed on 1, 2 and 3 threads give the same 
   }
 }
 
+// A conversion quantizes each tensor on the pool (quant::quantize_from in chunks of
+// whole blocks): the data files are the same bytes on 1, 2 and 3 threads.
+TEST_CASE("threads: a conversion quantizing on 1, 2 and 3 threads writes the same pack") {
+  t::TempDir dir;
+  for (const char* quantize : {"q8_0", "q4_k"}) {
+    INFO(quantize);
+    std::vector<uint8_t> first;
+    for (int threads : {1, 2, 3}) {
+      loom::PackOptions options;
+      options.load.logger = loom::Logger::silent();
+      options.load.pool = std::make_shared<loom::ThreadPool>(threads);
+      options.quantize = quantize;
+      const fs::path pack = dir / (std::string(quantize) + "-" + std::to_string(threads) + ".pack");
+      loom::write_pack(r::demo_model_dir(), pack, options);
+      const auto data = t::read_file_bytes(pack / "data-00000.bin");
+      if (threads == 1) {
+        first = data;
+        REQUIRE(!first.empty());
+        CHECK(t::read_file_text(pack / "index.json").find("\"" + std::string(quantize) + "\"") != std::string::npos);
+      } else {
+        CHECK(data == first);
+      }
+      CHECK(loom::verify_pack(pack, threads).empty());
+    }
+  }
+}
+
 TEST_CASE("threads: parallel_for and split_rows cover every index exactly once, in whole grains, a piece a thread") {
   // Every index once, every piece but the last a whole number of grains, no piece empty,
   // and parallel_for's split: ceil(units / threads) grains a piece, so no more pieces than
