@@ -324,7 +324,7 @@ int cmd_run(const Args& a) {
   }
   if (a.has("--parallel")) return cmd_run_parallel(a);
   RunSetup setup = prepare_run(a);
-  std::vector<loom::cli::CliDrafter> drafters = loom::cli::make_drafters(df, setup.model, load_draft(df));
+  std::vector<loom::cli::CliDrafter> drafters = loom::cli::make_drafters(df, setup.model, load_draft(df), setup.session->pool());
   loom::Session& session = *setup.session;
   loom::Sampler& sampler = *setup.sampler;
   loom::GenerateOptions& go = setup.go;

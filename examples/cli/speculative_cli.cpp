@@ -22,7 +22,7 @@ DType dtype_named(const std::string& name) {
 }  // namespace
 
 std::vector<CliDrafter> make_drafters(const DraftFlags& flags, const std::shared_ptr<const Model>& target,
-                                      const std::shared_ptr<const Model>& draft) {
+                                      const std::shared_ptr<const Model>& draft, ThreadPool& pool) {
   std::vector<CliDrafter> out;
   DraftModelOptions dmo;
   dmo.min_confidence = flags.min_confidence;
@@ -30,7 +30,7 @@ std::vector<CliDrafter> make_drafters(const DraftFlags& flags, const std::shared
     out.push_back({"draft-model", flags.draft_path, make_model_drafter(draft, *target, dmo)});
   }
   if (!flags.draft_quantize.empty()) {
-    auto copy = make_draft_copy(*target, dtype_named(flags.draft_quantize));
+    auto copy = make_draft_copy(*target, dtype_named(flags.draft_quantize), &pool);
     out.push_back({"draft-quantize", flags.draft_quantize, make_model_drafter(copy, *target, dmo)});
   }
   if (flags.lookup > 0) {
@@ -50,13 +50,13 @@ void print_speculative_stats(const std::string& mode, const SpeculativeResult& r
 
 void speculative_bench(const std::shared_ptr<const Model>& target, const std::shared_ptr<const Model>& draft,
                        const SpeculativeBenchOptions& o, std::FILE* out) {
-  auto drafters = make_drafters(o.flags, target, draft);
-  if (drafters.empty()) throw Error(ErrorCode::invalid_argument, "--speculative needs --draft, --draft-quantize or --lookup");
   SessionOptions so;
   so.n_threads = o.n_threads;
   so.context_length = static_cast<int64_t>(o.prompt.size()) + o.gen_tokens + 1;
   so.kv_dtype = o.kv_dtype;
   Session session(target, so);
+  auto drafters = make_drafters(o.flags, target, draft, session.pool());
+  if (drafters.empty()) throw Error(ErrorCode::invalid_argument, "--speculative needs --draft, --draft-quantize or --lookup");
   SamplerParams sp;
   sp.temperature = 0.0f;
   GenerateOptions go;

@@ -17,6 +17,7 @@
 
 #include "loom/model.hpp"
 #include "loom/speculative.hpp"
+#include "loom/thread_pool.hpp"
 
 namespace loom::cli {
 
@@ -38,10 +39,10 @@ struct CliDrafter {
 };
 
 // Every drafter the flags ask for, built against `target`: `draft` is the model
-// --draft loaded (null without it); a quantized copy is made in memory. Throws
-// loom::Error (a draft of another vocabulary, an unknown dtype).
+// --draft loaded (null without it); a quantized copy is made in memory, on `pool`'s
+// threads. Throws loom::Error (a draft of another vocabulary, an unknown dtype).
 std::vector<CliDrafter> make_drafters(const DraftFlags& flags, const std::shared_ptr<const Model>& target,
-                                      const std::shared_ptr<const Model>& draft);
+                                      const std::shared_ptr<const Model>& draft, ThreadPool& pool);
 
 // "loom: speculative (lookup 3): drafted 120, accepted 96 (80.0%), 60 target passes, 2.13 tokens per pass"
 void print_speculative_stats(const std::string& mode, const SpeculativeResult& r, std::FILE* err);

@@ -110,8 +110,10 @@ std::unique_ptr<Drafter> make_model_drafter(std::shared_ptr<const Model> draft, 
 // The quantized copy of a target as its draft, in one call, without a second model
 // file: every projection and embedding matrix converted to `dtype` in memory (e.g. q4_k
 // or gq4_32 for an f16 target, q8_0 for f32; a matrix whose rows are not whole blocks of
-// the type stays as it is), norms, config and tokenizer shared with the target.
-std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype);
+// the type stays as it is), norms, config and tokenizer shared with the target. The
+// conversion runs on `pool`'s threads when given (a session's, say: the same copy at any
+// thread count), else on the calling thread.
+std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype, ThreadPool* pool = nullptr);
 // The same from the target's file: loaded again with `dtype` in memory (float dtypes
 // through LoadOptions::target_dtype, block types through make_draft_copy). `load` is
 // the target's load options (its logger, I/O mode...).

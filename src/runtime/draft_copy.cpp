@@ -19,8 +19,8 @@ namespace loom {
 namespace {
 
 // `t` in `dtype`; a matrix whose rows are not whole blocks of a block type stays as it is
-// (as loom convert --quantize does).
-Tensor converted(const Tensor& stored, DType dtype) {
+// (as loom convert --quantize does). Quantized on `pool` when there is one.
+Tensor converted(const Tensor& stored, DType dtype, ThreadPool* pool) {
   if (stored.dtype() == dtype) return stored;
   const Tensor t = unpack(stored);  // a packed target matrix: its rows
   const auto n = static_cast<size_t>(t.numel());
@@ -30,9 +30,9 @@ Tensor converted(const Tensor& stored, DType dtype) {
     if (is_quantized(t.dtype())) {  // re-quantizing: through f32
       std::vector<float> values(n);
       convert(t.dtype(), t.raw_data(), DType::f32, values.data(), n);
-      quant::quantize(dtype, values.data(), out.mutable_raw_data(), n);
+      quant::quantize_from(DType::f32, values.data(), dtype, out.mutable_raw_data(), n, pool);
     } else {
-      quant::quantize_from(t.dtype(), t.raw_data(), dtype, out.mutable_raw_data(), n);
+      quant::quantize_from(t.dtype(), t.raw_data(), dtype, out.mutable_raw_data(), n, pool);
     }
     return out;
   }
@@ -43,7 +43,7 @@ Tensor converted(const Tensor& stored, DType dtype) {
 
 }  // namespace
 
-std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
+std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype, ThreadPool* pool) {
   if (!is_quantized(dtype) && dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
     throw Error(ErrorCode::invalid_argument,
                 "a draft copy needs a weight dtype (f32, f16, bf16 or a quantized type), got " +
@@ -72,13 +72,13 @@ std::shared_ptr<const Model> make_draft_copy(const Model& target, DType dtype) {
       // A tied output keeps sharing the (converted) embedding.
       if (slot.ties_to != slots::Slot::none && t.raw_data() == embd_before.raw_data()) continue;
       const void* before = t.raw_data();
-      t = converted(t, dtype);
+      t = converted(t, dtype, pool);
       if (t.raw_data() == before) continue;  // the target's own matrix, shared as it is
       const Packing packing = kernels::preferred_packing(t.dtype());
       // A tied output's table is a product's matrix too (the loader packs it likewise).
       const bool product = slot.role == slots::Role::matrix || slots::is_tied_table(target.weights(), slot);
       if (product && t.packing() == Packing::none && can_pack(t, packing)) {
-        t = pack(t, packing);
+        t = pack(t, packing, pool);
       }
       owned.push_back(&t);
     }
@@ -96,7 +96,7 @@ std::shared_ptr<const Model> load_draft_copy(const std::filesystem::path& target
     load.target_dtype = dtype;
     return load_model(target_path, load);
   }
-  return make_draft_copy(*load_model(target_path, load), dtype);
+  return make_draft_copy(*load_model(target_path, load), dtype, load.pool.get());
 }
 
 }  // namespace loom

@@ -15,6 +15,7 @@
 #include "loom/pack.hpp"
 #include "loom/session.hpp"
 #include "loom/speculative.hpp"
+#include "loom/thread_pool.hpp"
 #include "model/weight_slots.hpp"
 #include "runtime/kernels/linear.hpp"
 #include "support/reference_data.hpp"
@@ -160,6 +161,9 @@ TEST_CASE("repack: packs written from a packed load hold rows, and draft copies 
     const auto d1 = loom::make_draft_copy(*plain, dtype);
     const auto d2 = loom::make_draft_copy(*packed, dtype);
     t::check_same_rows(*d1, *d2);
+    // Converted on a pool's threads: the same copy.
+    loom::ThreadPool two(2);
+    t::check_same_rows(*d1, *loom::make_draft_copy(*packed, dtype, &two));
     // A converted copy's matrices live in one buffer (huge pages: tensor/gather.hpp);
     // a copy in the target's own dtype shares the target's.
     const auto& target_q = plain->weights().layers.front().attn_q;
