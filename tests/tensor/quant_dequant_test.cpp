@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -487,5 +488,53 @@ TEST_CASE("quantize_from on a thread pool writes the single-threaded bytes") {
   } catch (const loom::Error& e) {
     CHECK(e.code() == loom::ErrorCode::numeric);
     CHECK(std::string(e.what()).find("element 12295") != std::string::npos);
+  }
+}
+
+// The k-quants with a min (q2_k, q4_k, q5_k) sweep their candidate scales a candidate a
+// lane on AVX-512 (quant_x86.cpp); the bytes must be the scalar sweep's, whose min moves
+// with every better step. Blocks of several kinds: Gaussian at three scales, one sign
+// only, a constant group, a spike among small values, sparse zeros, uniform.
+TEST_CASE("k-quant quantizers write the same bytes at every ISA level") {
+  std::vector<float> x;
+  std::mt19937 rng(41);
+  for (const float stddev : {1.0f, 1e-3f, 40.0f}) {
+    const auto g = tq::gaussian(256 * 96, static_cast<uint32_t>(stddev * 1000) + 7, stddev);
+    x.insert(x.end(), g.begin(), g.end());
+  }
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (int b = 0; b < 96; ++b) {
+    for (int i = 0; i < 256; ++i) {
+      float v = uni(rng);
+      switch (b % 6) {
+        case 0: v = std::fabs(v) + 0.25f; break;     // one sign, away from zero
+        case 1: v = -std::fabs(v); break;            // one sign, down to zero
+        case 2: v = i < 32 ? 0.5f : v; break;        // a constant group
+        case 3: v = i % 37 == 0 ? 30.0f * v : 0.01f * v; break;  // spikes
+        case 4: v = i % 3 == 0 ? 0.0f : v; break;    // sparse zeros
+        default: break;
+      }
+      x.push_back(v);
+    }
+  }
+  const size_t n = x.size();
+  for (DType type : {DType::q2_k, DType::q4_k, DType::q5_k, DType::q3_k, DType::q6_k}) {
+    INFO(loom::dtype_name(type));
+    const auto& t = loom::dtype_traits(type);
+    const size_t bytes = n / static_cast<size_t>(t.block_elems) * static_cast<size_t>(t.block_bytes);
+    std::vector<uint8_t> scalar(bytes);
+    {
+      QuantIsaScope cap(loom::Isa::scalar);
+      loom::quant::quantize(type, x.data(), scalar.data(), n);
+    }
+    for (const loom::Isa isa : loom::supported_isas()) {
+      INFO(loom::isa_name(isa));
+      QuantIsaScope cap(isa);
+      std::vector<uint8_t> q(bytes, 0xAB);
+      loom::quant::quantize(type, x.data(), q.data(), n);
+      size_t differing = 0;
+      for (size_t i = 0; i < bytes; ++i) differing += q[i] != scalar[i];
+      CHECK(differing == 0);
+    }
   }
 }

@@ -23,6 +23,33 @@ void quantize_q4_1(const float* src, uint8_t* dst, size_t blocks);
 void quantize_q5_0(const float* src, uint8_t* dst, size_t blocks);
 void quantize_q5_1(const float* src, uint8_t* dst, size_t blocks);
 void quantize_q8_1(const float* src, uint8_t* dst, size_t blocks);
+// The candidate sweep of fit_scale_and_min (quant_k.cpp): what does not change over
+// it, and an AVX-512 part of it that runs a candidate a lane (quant_x86.cpp): the first
+// step from `from` on that beats best_error with the current min (step -1: none).
+struct SweepInputs {
+  int n;
+  int nmax;
+  const float* x;
+  const float* w;
+  float max;
+  float sum_w, sum_x;  // sum of w, sum of w * x, as the scalar loop adds them
+  float rmin, rdelta;
+  int nstep;  // steps 0..nstep
+  bool use_mad;
+};
+struct SweepStep {
+  int step;
+  float scale, min, error;
+};
+SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, int from, float min, float best_error);
+
+// fit_symmetric_scale's candidate steps (quant_k.cpp), in its order, and an AVX-512
+// form of their sums (levels_for's sumlx and suml2 for each), a candidate a lane.
+inline constexpr int kSymmetricCandidates = 18;
+inline constexpr int kSymmetricSteps[kSymmetricCandidates] = {-9, -8, -7, -6, -5, -4, -3, -2, -1,
+                                                              1,  2,  3,  4,  5,  6,  7,  8,  9};
+void symmetric_sums_avx512(int n, int nmax, const float* x, float max, float* sumlx, float* suml2);
+
 // q8_0's quantizer for AVX-512 and AVX2 (quant_x86.cpp; the same bytes), which
 // quantize_q8_0 hands its blocks to where the active ISA level has them.
 void quantize_q8_0_avx512(const float* src, uint8_t* dst, size_t blocks);

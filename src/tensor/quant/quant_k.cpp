@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "loom/cpu.hpp"
 #include "tensor/quant/blocks.hpp"
 #include "tensor/quant/quant_formats.hpp"
 
@@ -91,6 +92,23 @@ float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t
     best_error += w[i] * diff;
   }
   if (nstep < 1) {
+    *min_out = -min;
+    return scale;
+  }
+  if (active_isa() >= Isa::avx512) {
+    // The same sweep, a candidate a lane (quant_x86.cpp): from each step that beats the
+    // best, its levels with the min before it, then the next sweep from the step after.
+    const SweepInputs in{n, nmax, x, w, max, sum_w, sum_x, rmin, rdelta, nstep, use_mad};
+    for (SweepStep s = sweep_scale_and_min_avx512(in, 0, min, best_error); s.step >= 0;
+         s = sweep_scale_and_min_avx512(in, s.step + 1, min, best_error)) {
+      const float iscale_kept = (rmin + rdelta * static_cast<float>(s.step) + static_cast<float>(nmax)) / (max - min);
+      for (int i = 0; i < n; ++i) {
+        L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale_kept * (x[i] - min)), 0, nmax));
+      }
+      best_error = s.error;
+      scale = s.scale;
+      min = s.min;
+    }
     *min_out = -min;
     return scale;
   }
@@ -161,9 +179,25 @@ float fit_symmetric_scale(int n, int nmax, const float* x, int8_t* L) {
   levels_for(static_cast<float>(-nmax) / max, true, &sumlx, &suml2);
   float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
   float best = scale * sumlx;
-  for (int step = -9; step <= 9; ++step) {
-    if (step == 0) continue;
-    const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / max;
+  const auto iscale_of = [&](int step) { return -(static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / max; };
+  if (active_isa() >= Isa::avx512) {
+    // Every candidate's sums at once (quant_x86.cpp, the same floats), then the same
+    // scan: the levels of the last candidate kept.
+    float lx[kSymmetricCandidates], l2[kSymmetricCandidates];
+    symmetric_sums_avx512(n, nmax, x, max, lx, l2);
+    int kept = 0;
+    for (int k = 0; k < kSymmetricCandidates; ++k) {
+      if (l2[k] > 0 && lx[k] * lx[k] > best * l2[k]) {
+        scale = lx[k] / l2[k];
+        best = scale * lx[k];
+        kept = kSymmetricSteps[k];
+      }
+    }
+    if (kept != 0) levels_for(iscale_of(kept), true, &sumlx, &suml2);
+    return scale;
+  }
+  for (const int step : kSymmetricSteps) {
+    const float iscale = iscale_of(step);
     levels_for(iscale, false, &sumlx, &suml2);
     if (suml2 > 0 && sumlx * sumlx > best * suml2) {
       levels_for(iscale, true, &sumlx, &suml2);
