@@ -83,6 +83,16 @@ LOOM_TARGET_AVX2 void quantize_q8_0_avx2(const float* src, uint8_t* dst, size_t 
   }
 }
 
+// nearest_int(iscale * centred) clamped to [low, high], lane by lane, as a float: ggml's
+// magic-number rounding (add 1.5 * 2^23, keep the low mantissa bits).
+LOOM_TARGET_AVX512 __attribute__((always_inline)) inline __m512 clamped_levels(__m512 iscale, float centred,
+                                                                               __m512i low, __m512i high) {
+  const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(iscale, _mm512_set1_ps(centred)), _mm512_set1_ps(12582912.0f));
+  const __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(shifted), _mm512_set1_epi32(0x007FFFFF)),
+                                     _mm512_set1_epi32(0x00400000));
+  return _mm512_cvtepi32_ps(_mm512_min_epi32(_mm512_max_epi32(l, low), high));
+}
+
 // Part of the candidate sweep of fit_scale_and_min (quant_k.cpp), a candidate a lane:
 // lane k of a vector is step `from` + 16 v + k and computes what the scalar loop computes
 // for that step with the current min, the same float operations in the same order (none
@@ -93,15 +103,8 @@ LOOM_TARGET_AVX2 void quantize_q8_0_avx2(const float* src, uint8_t* dst, size_t 
 // `best_error` (with its scale, min and error), and the caller sweeps again past it.
 LOOM_TARGET_AVX512 SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, int from, float min, float best_error) {
   const float range = in.max - min;
-  const __m512i magic_mask = _mm512_set1_epi32(0x007FFFFF), magic_offset = _mm512_set1_epi32(0x00400000);
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
   const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(in.nmax);
   const __m512 sign = _mm512_set1_ps(-0.0f);
-  const auto levels = [&](__m512 iscale, float centred) {
-    const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(iscale, _mm512_set1_ps(centred)), magic);
-    const __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(shifted), magic_mask), magic_offset);
-    return _mm512_cvtepi32_ps(_mm512_min_epi32(_mm512_max_epi32(l, zero), top));
-  };
   for (int first = from; first <= in.nstep; first += 16) {
     const __m512 step = _mm512_cvtepi32_ps(_mm512_add_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(first)));
@@ -111,7 +114,7 @@ LOOM_TARGET_AVX512 SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, i
         _mm512_set1_ps(range));
     __m512 sum_l = _mm512_setzero_ps(), sum_l2 = _mm512_setzero_ps(), sum_xl = _mm512_setzero_ps();
     for (int i = 0; i < in.n; ++i) {
-      const __m512 fl = levels(iscale, in.x[i] - min);
+      const __m512 fl = clamped_levels(iscale, in.x[i] - min, zero, top);
       const __m512 wl = _mm512_mul_ps(_mm512_set1_ps(in.w[i]), fl);
       sum_l = _mm512_add_ps(sum_l, wl);
       sum_l2 = _mm512_add_ps(sum_l2, _mm512_mul_ps(wl, fl));
@@ -126,7 +129,7 @@ LOOM_TARGET_AVX512 SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, i
     this_scale = _mm512_mask_div_ps(this_scale, positive, sum_xl, sum_l2);
     __m512 error = _mm512_setzero_ps();
     for (int i = 0; i < in.n; ++i) {
-      const __m512 fl = levels(iscale, in.x[i] - min);
+      const __m512 fl = clamped_levels(iscale, in.x[i] - min, zero, top);
       __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(this_scale, fl), this_min), _mm512_set1_ps(in.x[i]));
       diff = in.use_mad ? _mm512_andnot_ps(sign, diff) : _mm512_mul_ps(diff, diff);
       error = _mm512_add_ps(error, _mm512_mul_ps(_mm512_set1_ps(in.w[i]), diff));
@@ -154,8 +157,6 @@ LOOM_TARGET_AVX512 SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, i
 // it, the same float operations in the same order (none fused). The scalar scan that
 // picks among them (whose best moves with each pick) stays with the caller.
 LOOM_TARGET_AVX512 void symmetric_sums_avx512(int n, int nmax, const float* x, float max, float* sumlx, float* suml2) {
-  const __m512i magic_mask = _mm512_set1_epi32(0x007FFFFF), magic_offset = _mm512_set1_epi32(0x00400000);
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
   const __m512i low = _mm512_set1_epi32(-nmax), high = _mm512_set1_epi32(nmax - 1);
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int v = 0; v < 2; ++v) {
@@ -172,10 +173,7 @@ LOOM_TARGET_AVX512 void symmetric_sums_avx512(int n, int nmax, const float* x, f
     __m512 lx = _mm512_setzero_ps(), l2 = _mm512_setzero_ps();
     for (int i = 0; i < n; ++i) {
       const __m512 xi = _mm512_set1_ps(x[i]);
-      const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(iscale, xi), magic);
-      __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(shifted), magic_mask), magic_offset);
-      l = _mm512_min_epi32(_mm512_max_epi32(l, low), high);
-      const __m512 fl = _mm512_cvtepi32_ps(l);
+      const __m512 fl = clamped_levels(iscale, x[i], low, high);
       const __m512 w = _mm512_set1_ps(x[i] * x[i]);
       lx = _mm512_add_ps(lx, _mm512_mul_ps(_mm512_mul_ps(w, xi), fl));
       l2 = _mm512_add_ps(l2, _mm512_mul_ps(_mm512_mul_ps(w, fl), fl));
