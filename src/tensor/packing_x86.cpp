@@ -4,12 +4,13 @@
 // element is neither loaded nor stored on its own. Byte moves only: the packed bytes are
 // the per-row path's (pack_block), which the tests compare under every ISA level.
 #include "common/simd.hpp"
+#include "tensor/packing.hpp"
 #include "tensor/packing_kernels.hpp"
 
 namespace loom::kernels {
 
 namespace {
-constexpr int64_t kPanelRows = 64;  // packed_layout::Plain::rows
+constexpr int64_t kPanelRows = packed_layout::Plain::rows;
 }
 
 // 8 rows of 16 two-byte elements (f16, bf16): per 128-bit lane an 8 x 8 transpose of
