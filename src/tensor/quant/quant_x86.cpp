@@ -1,11 +1,8 @@
-// AVX-512 and AVX2 forms of q8_0's quantizer (quant_legacy.cpp): the same block scale
-// and the same quants, bit for bit. The products x * id are the scalar loop's (one
-// multiply each, no fusing); rounding them half away from zero (std::round) is the
-// truncation, plus one step away from zero where the exact remainder |v - trunc(v)| is
-// at least a half (adding 0.5 and truncating would round 0.49999997 up). A loom convert
-// to q8_0 spent 42% of its samples in the scalar loop's round.
-// No fused multiply-adds: the scalar codecs evaluate every multiply and add apart
-// (quant_k.cpp), and GCC contracts intrinsics' mul + add too.
+// Vector forms of the quantizers' hot loops, each writing the scalar code's bytes:
+// q8_0's quantizer for AVX-512 and AVX2 (quant_legacy.cpp), and the k-quants' scale
+// searches for AVX-512, a candidate a lane (quant_k.cpp: fit_scale_and_min's sweep,
+// fit_symmetric_scale's sums). No fused multiply-adds: the scalar codecs evaluate every
+// multiply and add apart, and GCC contracts intrinsics' mul + add too.
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
@@ -34,6 +31,11 @@ inline Scale scale_of(float amax) noexcept {
 }
 }  // namespace
 
+// q8_0: the products x * id are the scalar loop's (one multiply each); rounding them
+// half away from zero (std::round) is the truncation, plus one step away from zero where
+// the exact remainder |v - trunc(v)| is at least a half (adding 0.5 and truncating would
+// round 0.49999997 up). A loom convert to q8_0 spent 42% of its samples in the scalar
+// loop's round.
 LOOM_TARGET_AVX512 void quantize_q8_0_avx512(const float* src, uint8_t* dst, size_t blocks) {
   const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
   for (size_t b = 0; b < blocks; ++b, src += kBlock, dst += sizeof(BlockQ8_0)) {
