@@ -9,14 +9,12 @@
 #include "loom/convert.hpp"
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
-// An ISA cap for the scope of one check, restored afterwards.
-struct IsaScope {
-  explicit IsaScope(loom::Isa isa) { loom::set_isa_cap(isa); }
-  ~IsaScope() { loom::set_isa_cap(loom::Isa::avx512); }
-};
+// An ISA cap for the scope of one check, restored afterwards (tests/support).
+using loom::test::IsaScope;
 
 // Independent reference for f16 -> f32 using ldexp on the decoded fields.
 float f16_reference(uint16_t h) {

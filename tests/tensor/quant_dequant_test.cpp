@@ -15,6 +15,7 @@
 #include "loom/cpu.hpp"
 #include "loom/error.hpp"
 #include "loom/thread_pool.hpp"
+#include "support/test_support.hpp"
 #include "tensor/quant_test_support.hpp"
 
 using loom::DType;
@@ -396,16 +397,6 @@ TEST_CASE("quantize_from f16 and bf16 equals quantizing the widened values") {
                   loom::Error);
 }
 
-namespace {
-// Caps the kernel family for one scope (as LOOM_ISA would), then lifts the cap.
-struct QuantIsaScope {
-  explicit QuantIsaScope(loom::Isa isa) { loom::set_isa_cap(isa); }
-  ~QuantIsaScope() { loom::set_isa_cap(loom::Isa::avx512); }
-  QuantIsaScope(const QuantIsaScope&) = delete;
-  QuantIsaScope& operator=(const QuantIsaScope&) = delete;
-};
-}  // namespace
-
 // q8_0's quantizer has AVX2 and AVX-512 forms (tensor/quant/quant_x86.cpp); each must
 // write what the definition gives: d = amax / 127 as f16, q = round(x * (1 / d)) half
 // away from zero. Blocks of amax 127 (d = 1) put x * id exactly on the ties k + 0.5 and
@@ -448,7 +439,7 @@ TEST_CASE("q8_0's quantizer writes the definition's bytes at every ISA level, ti
   CHECK(static_cast<int8_t>(expected[34 * tie_block + 2 + 8]) == -1);
   for (const loom::Isa isa : loom::supported_isas()) {
     INFO(loom::isa_name(isa));
-    QuantIsaScope cap(isa);
+    loom::test::IsaScope cap(isa);
     std::vector<uint8_t> q(expected.size(), 0xAB);
     loom::quant::quantize(DType::q8_0, x.data(), q.data(), n);
     CHECK(q == expected);
@@ -524,12 +515,12 @@ TEST_CASE("k-quant quantizers write the same bytes at every ISA level") {
     const size_t bytes = n / static_cast<size_t>(t.block_elems) * static_cast<size_t>(t.block_bytes);
     std::vector<uint8_t> scalar(bytes);
     {
-      QuantIsaScope cap(loom::Isa::scalar);
+      loom::test::IsaScope cap(loom::Isa::scalar);
       loom::quant::quantize(type, x.data(), scalar.data(), n);
     }
     for (const loom::Isa isa : loom::supported_isas()) {
       INFO(loom::isa_name(isa));
-      QuantIsaScope cap(isa);
+      loom::test::IsaScope cap(isa);
       std::vector<uint8_t> q(bytes, 0xAB);
       loom::quant::quantize(type, x.data(), q.data(), n);
       size_t differing = 0;
