@@ -104,15 +104,7 @@ bool can_quantize(DType dtype) noexcept {
   return c != nullptr && c->quantize != nullptr;
 }
 
-void quantize(DType dtype, const float* src, void* dst, size_t n) {
-  const Codec* c = find_codec(dtype);
-  if (c == nullptr || c->quantize == nullptr) {
-    throw Error(ErrorCode::unsupported, "no quantizer writes " + std::string(dtype_name(dtype)));
-  }
-  const size_t blocks = whole_blocks(dtype, n);
-  require_finite(src, n, dtype);
-  c->quantize(src, static_cast<uint8_t*>(dst), blocks);
-}
+void quantize(DType dtype, const float* src, void* dst, size_t n) { quantize_from(DType::f32, src, dtype, dst, n); }
 
 void quantize_from(DType from, const void* src, DType to, void* dst, size_t n, ThreadPool* pool) {
   const Codec* c = find_codec(to);

@@ -95,13 +95,17 @@ float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t
     *min_out = -min;
     return scale;
   }
+  // Step `step`'s inverse scale, from the min as it stands (the sweep moves it).
+  const auto iscale_at = [&](int step) {
+    return (rmin + rdelta * static_cast<float>(step) + static_cast<float>(nmax)) / (max - min);
+  };
   if (active_isa() >= Isa::avx512) {
     // The same sweep, a candidate a lane (quant_x86.cpp): from each step that beats the
     // best, its levels with the min before it, then the next sweep from the step after.
     const SweepInputs in{n, nmax, x, w, max, sum_w, sum_x, rmin, rdelta, nstep, use_mad};
     for (SweepStep s = sweep_scale_and_min_avx512(in, 0, min, best_error); s.step >= 0;
          s = sweep_scale_and_min_avx512(in, s.step + 1, min, best_error)) {
-      const float iscale_kept = (rmin + rdelta * static_cast<float>(s.step) + static_cast<float>(nmax)) / (max - min);
+      const float iscale_kept = iscale_at(s.step);
       for (int i = 0; i < n; ++i) {
         L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale_kept * (x[i] - min)), 0, nmax));
       }
@@ -113,7 +117,7 @@ float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t
     return scale;
   }
   for (int step = 0; step <= nstep; ++step) {
-    iscale = (rmin + rdelta * static_cast<float>(step) + static_cast<float>(nmax)) / (max - min);
+    iscale = iscale_at(step);
     float sum_l = 0;
     float sum_l2 = 0;
     float sum_xl = 0;
