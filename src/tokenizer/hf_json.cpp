@@ -399,7 +399,7 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
   const auto vocab_el = r.field(*model, "vocab");
   if (!vocab_el) r.fail("BPE model without \"vocab\"");
   for (auto [key, value] : r.obj(*vocab_el, "model.vocab")) {
-    impl->vocab.set(std::string(key), r.token_id(value, "vocab id"));
+    impl->vocab.set(key, r.token_id(value, "vocab id"));
   }
 
   MergeTable merges;
@@ -407,23 +407,24 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
     const array list = r.arr(*merges_el, "model.merges");
     merges.reserve(list.size());
     int32_t rank = 0;
+    std::string a, b, joined;
     for (element m : list) {
-      std::string a, b;
       if (m.is_string()) {
         const std::string_view s = r.string(m, "merge");
         const size_t space = s.find(' ', 1);
         if (space == std::string_view::npos) r.fail(str_cat("merge '", s, "' is not \"a b\""));
-        a = std::string(s.substr(0, space));
-        b = std::string(s.substr(space + 1));
+        a.assign(s.substr(0, space));
+        b.assign(s.substr(space + 1));
       } else {
         const array pair = r.arr(m, "merge");
         if (pair.size() != 2) r.fail("merge must be a pair of strings");
-        a = std::string(r.string(pair.at(0).value_unsafe(), "merge"));
-        b = std::string(r.string(pair.at(1).value_unsafe(), "merge"));
+        a.assign(r.string(pair.at(0).value_unsafe(), "merge"));
+        b.assign(r.string(pair.at(1).value_unsafe(), "merge"));
       }
       const auto ia = impl->vocab.find(a);
       const auto ib = impl->vocab.find(b);
-      const auto ic = impl->vocab.find(a + b);
+      joined.assign(a).append(b);
+      const auto ic = impl->vocab.find(joined);
       if (!ia || !ib || !ic) {
         r.fail(str_cat("merge '", a, " ", b, "' (rank ", std::to_string(rank), ") uses a token missing from the vocabulary"));
       }

@@ -3,13 +3,48 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "loom/error.hpp"
+
 #include "tokenizer/unicode.hpp"
 
 namespace loom::tok {
 
-void Vocab::set(std::string text, int32_t id) {
-  ids_.insert_or_assign(std::move(text), id);
+void Vocab::reserve(size_t n) {
+  entries_.reserve(n);
+  size_t cap = 16;
+  while (cap < n * 2) cap *= 2;
+  if (cap > slots_.size()) rehash(cap);
+}
+
+void Vocab::rehash(size_t slot_count) {
+  slots_.assign(slot_count, Slot{0, 0});
+  for (size_t k = 0; k < entries_.size(); ++k) {
+    const size_t h = hash(text_of(entries_[k]));
+    size_t i = h & (slot_count - 1);
+    while (slots_[i].entry != 0) i = (i + 1) & (slot_count - 1);
+    slots_[i] = Slot{static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(k + 1)};
+  }
+}
+
+void Vocab::set(std::string_view text, int32_t id) {
   max_id_ = std::max(max_id_, id);
+  if ((entries_.size() + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+  const size_t h = hash(text);
+  const auto tag = static_cast<uint32_t>(h >> 32);
+  size_t i = h & (slots_.size() - 1);
+  for (; slots_[i].entry != 0; i = (i + 1) & (slots_.size() - 1)) {
+    Entry& e = entries_[slots_[i].entry - 1];
+    if (slots_[i].tag == tag && text_of(e) == text) {
+      e.id = id;
+      return;
+    }
+  }
+  if (chars_.size() + text.size() > UINT32_MAX || entries_.size() >= UINT32_MAX - 1) {
+    throw Error(ErrorCode::unsupported, "a vocabulary of more than 4 GiB of text or 2^32 entries");
+  }
+  entries_.push_back(Entry{static_cast<uint32_t>(chars_.size()), static_cast<uint32_t>(text.size()), id});
+  chars_.append(text);
+  slots_[i] = Slot{tag, static_cast<uint32_t>(entries_.size())};
 }
 
 // ---- MergeTable ----
@@ -107,11 +142,11 @@ BpeModel::BpeModel(const Vocab& vocab, MergeTable merges, Options options)
   byte_ids_ = find_byte_tokens(vocab_);
   all_bytes_ = std::all_of(byte_ids_.begin(), byte_ids_.end(), [](int32_t id) { return id >= 0; });
   bmp_ids_.assign(0x10000, -1);
-  for (const auto& [text, id] : vocab_.entries()) {
-    if (text.empty()) continue;
+  vocab_.for_each([&](std::string_view text, int32_t id) {
+    if (text.empty()) return;
     const Utf8Char c = utf8_next(text, 0);
     if (c.valid && c.len == text.size() && c.cp < 0x10000) bmp_ids_[c.cp] = id;
-  }
+  });
 }
 
 int32_t BpeModel::char_id(std::string_view word, size_t begin, size_t len, bool first,

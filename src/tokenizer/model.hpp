@@ -25,21 +25,49 @@ struct StringHash {
 using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 // A vocabulary string <-> id table (model tokens only; added tokens live elsewhere).
+// Open addressing over one buffer of texts: a 128K-token vocabulary is three allocations
+// instead of one node (and often one string) per token, which is what loading a GGUF's
+// vocabulary and its merges spent most of its time on.
 class Vocab {
  public:
+  void reserve(size_t n);
   // Adds or replaces an entry; `id` may leave gaps.
-  void set(std::string text, int32_t id);
+  void set(std::string_view text, int32_t id);
   std::optional<int32_t> find(std::string_view text) const noexcept {
-    const auto it = ids_.find(text);
-    if (it == ids_.end()) return std::nullopt;
-    return it->second;
+    if (slots_.empty()) return std::nullopt;
+    const size_t h = hash(text);
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (s.entry == 0) return std::nullopt;
+      if (s.tag == tag && text_of(entries_[s.entry - 1]) == text) return entries_[s.entry - 1].id;
+    }
   }
-  size_t size() const noexcept { return ids_.size(); }
+  size_t size() const noexcept { return entries_.size(); }
   int32_t max_id() const noexcept { return max_id_; }
-  const StringIdMap& entries() const noexcept { return ids_; }
+  // Calls fn(std::string_view text, int32_t id) for every entry, in the order first added.
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    for (const Entry& e : entries_) fn(text_of(e), e.id);
+  }
 
  private:
-  StringIdMap ids_;
+  struct Entry {
+    uint32_t offset;  // into chars_
+    uint32_t length;
+    int32_t id;
+  };
+  struct Slot {
+    uint32_t tag;    // the hash's high half, to skip most unequal texts without reading them
+    uint32_t entry;  // index into entries_ + 1; 0 marks an empty slot
+  };
+  static size_t hash(std::string_view s) noexcept { return std::hash<std::string_view>{}(s); }
+  std::string_view text_of(const Entry& e) const noexcept { return {chars_.data() + e.offset, e.length}; }
+  void rehash(size_t slot_count);
+
+  std::string chars_;  // every entry's text, back to back
+  std::vector<Entry> entries_;
+  std::vector<Slot> slots_;  // a power of two, at most half full
   int32_t max_id_ = -1;
 };
 

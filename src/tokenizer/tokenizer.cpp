@@ -36,9 +36,9 @@ void Tokenizer::Impl::finalize(const std::vector<int32_t>& extra_eog, bool eog_b
   int32_t n = std::max<int32_t>(vocab.max_id() + 1, static_cast<int32_t>(texts.size()));
   texts.resize(static_cast<size_t>(n));
   attrs.resize(static_cast<size_t>(n), 0);
-  for (const auto& [text, id] : vocab.entries()) {
+  vocab.for_each([&](std::string_view text, int32_t id) {
     if (texts[static_cast<size_t>(id)].empty()) texts[static_cast<size_t>(id)] = text;
-  }
+  });
   for (int32_t id = 0; id < n; ++id) {
     if (texts[static_cast<size_t>(id)].empty()) attrs[static_cast<size_t>(id)] |= tok::attr_empty;
   }
@@ -59,11 +59,12 @@ void Tokenizer::Impl::finalize(const std::vector<int32_t>& extra_eog, bool eog_b
   // '▁' in every token is part of its leading run, and '▁' itself is a token.
   split_at_metaspace = (spm != nullptr || (pre_tokenizer.empty() && bpe && !bpe->has_affixes())) &&
                        vocab.find(tok::kMetaspace).has_value();
-  for (const auto& [text, id] : vocab.entries()) {
-    if (!split_at_metaspace) break;
-    size_t lead = 0;
-    while (text.compare(lead, tok::kMetaspace.size(), tok::kMetaspace) == 0) lead += tok::kMetaspace.size();
-    if (text.find(tok::kMetaspace, lead) != std::string::npos) split_at_metaspace = false;
+  if (split_at_metaspace) {
+    vocab.for_each([&](std::string_view text, int32_t) {
+      size_t lead = 0;
+      while (text.compare(lead, tok::kMetaspace.size(), tok::kMetaspace) == 0) lead += tok::kMetaspace.size();
+      if (text.find(tok::kMetaspace, lead) != std::string_view::npos) split_at_metaspace = false;
+    });
   }
   std::sort(eos_ids.begin(), eos_ids.end());
   eos_ids.erase(std::unique(eos_ids.begin(), eos_ids.end()), eos_ids.end());

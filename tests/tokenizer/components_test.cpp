@@ -13,6 +13,7 @@
 #include "loom/error.hpp"
 #include "tokenizer/added_tokens.hpp"
 #include "tokenizer/decoder.hpp"
+#include "tokenizer/model.hpp"
 #include "tokenizer/normalizer.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/unicode.hpp"
@@ -72,6 +73,39 @@ const std::string kSpace = "\xE2\x96\x81";  // ▁
 }  // namespace
 
 // ---------------- UTF-8 helpers ----------------
+
+TEST_CASE("Vocab finds every text it holds, replaces ids in place and walks in insertion order") {
+  Vocab v;
+  CHECK_FALSE(v.find("a").has_value());  // empty table
+  // Enough entries to grow the table several times, with texts that share prefixes,
+  // embed NULs, and one empty text.
+  std::vector<std::string> texts = {"", std::string("a\0b", 3), std::string("a\0c", 3)};
+  for (int i = 0; i < 5000; ++i) texts.push_back("tok" + std::to_string(i));
+  for (size_t i = 0; i < texts.size(); ++i) v.set(texts[i], static_cast<int32_t>(2 * i));
+  REQUIRE(v.size() == texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) CHECK(v.find(texts[i]) == static_cast<int32_t>(2 * i));
+  CHECK_FALSE(v.find("tok5000").has_value());
+  CHECK_FALSE(v.find(std::string("a\0", 2)).has_value());
+  CHECK(v.max_id() == static_cast<int32_t>(2 * (texts.size() - 1)));
+
+  v.set("tok7", 1);  // replaces: same entry, new id; max_id keeps the largest seen
+  CHECK(v.size() == texts.size());
+  CHECK(v.find("tok7") == 1);
+  CHECK(v.max_id() == static_cast<int32_t>(2 * (texts.size() - 1)));
+
+  std::vector<std::string> walked;
+  v.for_each([&](std::string_view text, int32_t id) {
+    if (walked.size() == 10) CHECK(id == 1);  // "tok7", where it was first added
+    walked.emplace_back(text);
+  });
+  CHECK(walked == texts);
+
+  Vocab reserved;
+  reserved.reserve(3);
+  reserved.set("x", 5);
+  CHECK(reserved.find("x") == 5);
+  CHECK(reserved.size() == 1);
+}
 
 TEST_CASE("utf8_next decodes valid characters and flags every kind of invalid byte") {
   CHECK(utf8_next("A", 0).cp == 'A');
