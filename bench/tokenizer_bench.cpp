@@ -1,5 +1,5 @@
-// Encode throughput (MB/s) of the tokenizer on a few MB of mixed English / Chinese / code
-// text, generated deterministically here. Uses the reference vocabularies
+// Load time of each reference vocabulary, and encode throughput (MB/s) of the tokenizer
+// on a few MB of mixed English / Chinese / code text, generated deterministically here. Uses the reference vocabularies
 // ($LOOM_REFERENCE_DIR or ../shared/reference next to the source tree); a vocabulary
 // that is absent is skipped with a message.
 //
@@ -112,6 +112,21 @@ void decode_bench(benchmark::State& state, const std::string& rel) {
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Building the tokenizer from its file: what a model load spends on the vocabulary.
+void load_bench(benchmark::State& state, const std::string& rel) {
+  if (!load(rel)) {
+    state.SkipWithError(("reference vocabulary not found: " + rel).c_str());
+    return;
+  }
+  int32_t vocab = 0;
+  for (auto _ : state) {
+    const auto tok = load(rel);
+    vocab = tok->vocab_size();
+    benchmark::DoNotOptimize(tok.get());
+  }
+  state.counters["tokens"] = vocab;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,6 +145,10 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark((std::string("encode/") + v.name).c_str(), encode_bench, std::string(v.path))
         ->Unit(benchmark::kMillisecond)
         ->MinTime(2.0);
+  }
+  for (const auto& v : vocabs) {
+    benchmark::RegisterBenchmark((std::string("load/") + v.name).c_str(), load_bench, std::string(v.path))
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("decode/llama3_json", decode_bench, std::string(vocabs[0].path))
       ->Unit(benchmark::kMillisecond);

@@ -30,6 +30,8 @@
 
 namespace loom {
 
+struct MetaArrayItems;  // the packed items of an array MetaValue (metadata.cpp)
+
 // One metadata value. GGUF values keep their GGUF type tag (so a writer can
 // round-trip them bit-exactly); safetensors metadata values are all strings.
 class MetaValue {
@@ -43,7 +45,28 @@ class MetaValue {
   static MetaValue of_bool(bool v);
   static MetaValue of_string(std::string v);
   // `element_type` is the type of the elements (GGUF arrays are homogeneous).
-  static MetaValue of_array(std::vector<MetaValue> v, Type element_type);
+  static MetaValue of_array(const std::vector<MetaValue>& v, Type element_type);
+
+  // Builds an array item by item without a MetaValue per item (a GGUF vocabulary is
+  // hundreds of thousands of strings). Not thread-safe; finish() leaves it empty.
+  class ArrayBuilder {
+   public:
+    explicit ArrayBuilder(Type element_type);
+    ArrayBuilder(ArrayBuilder&&) noexcept;
+    ArrayBuilder& operator=(ArrayBuilder&&) noexcept;
+    ~ArrayBuilder();
+    void reserve(size_t items);
+    // Throws Error(invalid_argument) when the item's type is not the element type.
+    void push(const MetaValue& item);
+    // A string item; the caller writes `length` bytes at the pointer returned, which stays
+    // valid until the next call on the builder.
+    char* push_string(size_t length);
+    MetaValue finish();
+
+   private:
+    Type element_type_;
+    std::shared_ptr<MetaArrayItems> items_;
+  };
 
   Type type() const noexcept { return type_; }
   Type element_type() const noexcept { return element_type_; }  // arrays only
@@ -55,7 +78,13 @@ class MetaValue {
   double as_double() const;
   bool as_bool() const;
   const std::string& as_string() const;
-  const std::vector<MetaValue>& as_array() const;
+  // Arrays keep their items packed (strings back to back, numbers as 8-byte words) and
+  // shared: copying a MetaValue that holds an array copies a pointer, never the items.
+  // These throw Error(format) unless this is an array, and Error(invalid_argument) for
+  // an index past the end.
+  size_t array_size() const;
+  MetaValue array_item(size_t i) const;         // a copy of item i
+  std::string_view string_item(size_t i) const;  // item i of a string array, not copied
   std::string to_display_string(size_t max_array_items = 8) const;
 
   // Same type tags and the same value (floats compared bit for bit).
@@ -64,7 +93,8 @@ class MetaValue {
  private:
   Type type_ = Type::u64;
   Type element_type_ = Type::u64;
-  std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<MetaValue>> value_;
+  std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<const MetaArrayItems>> value_;
+  const MetaArrayItems& items() const;
 };
 
 std::string_view meta_type_name(MetaValue::Type type) noexcept;

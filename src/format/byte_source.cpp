@@ -98,8 +98,8 @@ void Cursor::read_bytes(std::span<std::byte> dst) {
   position_ += dst.size();
 }
 
-std::string Cursor::read_string(uint64_t length, uint64_t limit, const char* what,
-                                std::optional<uint64_t> length_at) {
+void Cursor::check_string_length(uint64_t length, uint64_t limit, const char* what,
+                                 std::optional<uint64_t> length_at) const {
   const uint64_t at = length_at.value_or(position_);
   if (length > limit) {
     fail_at(at, std::string(what) + " of " + std::to_string(length) + " bytes exceeds the limit of " +
@@ -109,6 +109,11 @@ std::string Cursor::read_string(uint64_t length, uint64_t limit, const char* wha
     fail_at(at, std::string(what) + " of " + std::to_string(length) +
                     " bytes runs past the end of the file (" + std::to_string(remaining()) + " bytes left)");
   }
+}
+
+std::string Cursor::read_string(uint64_t length, uint64_t limit, const char* what,
+                                std::optional<uint64_t> length_at) {
+  check_string_length(length, limit, what, length_at);
   std::string out(static_cast<size_t>(length), '\0');
   read_bytes(std::as_writable_bytes(std::span<char>(out.data(), out.size())));
   return out;

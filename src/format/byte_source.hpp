@@ -114,6 +114,9 @@ class Cursor {
   // at `length_at` (where the length was read) when given.
   std::string read_string(uint64_t length, uint64_t limit, const char* what,
                           std::optional<uint64_t> length_at = std::nullopt);
+  // The checks of read_string alone, for a caller that reads the bytes into its own buffer.
+  void check_string_length(uint64_t length, uint64_t limit, const char* what,
+                           std::optional<uint64_t> length_at = std::nullopt) const;
 
   [[noreturn]] void fail(std::string message, std::string tensor = {}) const {
     source_.fail(std::move(message), position_, std::move(tensor));

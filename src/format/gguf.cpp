@@ -167,17 +167,24 @@ class GgufParser {
                                " elements in total");
     }
     array_elements_ += count;
-    std::vector<MetaValue> items;
+    const MT elem_type = kValueTypes[elem_tag].type;
+    MetaValue::ArrayBuilder items(elem_type);
     items.reserve(static_cast<size_t>(count));
     for (uint64_t i = 0; i < count; ++i) {
       const uint64_t at = cur_.position();
-      if (kValueTypes[elem_tag].type == MT::array) {
-        items.push_back(read_array(depth + 1));  // an inner array carries its own type
+      if (elem_type == MT::string) {
+        // Straight into the array's buffer: a vocabulary is 10^5 strings.
+        const uint64_t length = cur_.read<uint64_t>();
+        cur_.check_string_length(length, limits_.max_string_bytes, "string value", at);
+        char* dst = items.push_string(static_cast<size_t>(length));
+        cur_.read_bytes(std::as_writable_bytes(std::span<char>(dst, static_cast<size_t>(length))));
+      } else if (elem_type == MT::array) {
+        items.push(read_array(depth + 1));  // an inner array carries its own type
       } else {
-        items.push_back(read_value(elem_tag, at, depth + 1));
+        items.push(read_value(elem_tag, at, depth + 1));
       }
     }
-    return MetaValue::of_array(std::move(items), kValueTypes[elem_tag].type);
+    return items.finish();
   }
 
   uint32_t read_alignment(const Metadata& metadata) const {

@@ -38,8 +38,15 @@ void append_value(std::vector<std::byte>& out, const MetaValue& v) {
     case MT::string: append_string(out, v.as_string()); break;
     case MT::array: {
       append_le<uint32_t>(out, format::gguf_value_tag(v.element_type()));
-      append_le<uint64_t>(out, v.as_array().size());
-      for (const auto& item : v.as_array()) append_value(out, item);
+      const size_t n = v.array_size();
+      append_le<uint64_t>(out, n);
+      for (size_t i = 0; i < n; ++i) {
+        if (v.element_type() == MT::string) {
+          append_string(out, v.string_item(i));
+        } else {
+          append_value(out, v.array_item(i));
+        }
+      }
       break;
     }
   }

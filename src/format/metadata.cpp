@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -120,18 +121,128 @@ MetaValue MetaValue::of_string(std::string v) {
   return m;
 }
 
-MetaValue MetaValue::of_array(std::vector<MetaValue> v, Type element_type) {
-  for (const auto& e : v) {
-    if (e.type() != element_type) {
-      throw Error(ErrorCode::invalid_argument,
-                  "array of " + std::string(meta_type_name(element_type)) + " holds a " +
-                      std::string(meta_type_name(e.type())));
-    }
+MetaValue MetaValue::of_array(const std::vector<MetaValue>& v, Type element_type) {
+  ArrayBuilder b(element_type);
+  b.reserve(v.size());
+  for (const auto& e : v) b.push(e);
+  return b.finish();
+}
+
+// ---- arrays ----
+
+struct MetaArrayItems {
+  std::string chars;              // string arrays: the items back to back
+  std::vector<uint64_t> words;    // string arrays: each item's end in `chars`; numbers and
+                                  // bools: the value's bits as the scalar holds them
+  std::vector<MetaValue> nested;  // arrays of arrays
+  friend bool operator==(const MetaArrayItems&, const MetaArrayItems&) = default;
+};
+
+MetaValue::ArrayBuilder::ArrayBuilder(Type element_type)
+    : element_type_(element_type), items_(std::make_shared<MetaArrayItems>()) {}
+MetaValue::ArrayBuilder::ArrayBuilder(ArrayBuilder&&) noexcept = default;
+MetaValue::ArrayBuilder& MetaValue::ArrayBuilder::operator=(ArrayBuilder&&) noexcept = default;
+MetaValue::ArrayBuilder::~ArrayBuilder() = default;
+
+void MetaValue::ArrayBuilder::reserve(size_t items) {
+  if (element_type_ == Type::array) {
+    items_->nested.reserve(items);
+  } else {
+    items_->words.reserve(items);
   }
+}
+
+void MetaValue::ArrayBuilder::push(const MetaValue& item) {
+  if (item.type() != element_type_) {
+    throw Error(ErrorCode::invalid_argument, "array of " + std::string(meta_type_name(element_type_)) +
+                                                 " holds a " + std::string(meta_type_name(item.type())));
+  }
+  const auto& ti = info(element_type_);
+  if (ti.is_signed) {
+    items_->words.push_back(std::bit_cast<uint64_t>(std::get<int64_t>(item.value_)));
+  } else if (ti.is_unsigned) {
+    items_->words.push_back(std::get<uint64_t>(item.value_));
+  } else if (ti.is_float) {
+    items_->words.push_back(std::bit_cast<uint64_t>(std::get<double>(item.value_)));
+  } else if (element_type_ == Type::boolean) {
+    items_->words.push_back(std::get<bool>(item.value_) ? 1 : 0);
+  } else if (element_type_ == Type::string) {
+    const std::string& text = std::get<std::string>(item.value_);
+    std::copy(text.begin(), text.end(), push_string(text.size()));
+  } else {
+    items_->nested.push_back(item);
+  }
+}
+
+char* MetaValue::ArrayBuilder::push_string(size_t length) {
+  if (element_type_ != Type::string) {
+    throw Error(ErrorCode::invalid_argument,
+                "array of " + std::string(meta_type_name(element_type_)) + " holds a string");
+  }
+  std::string& chars = items_->chars;
+  const size_t at = chars.size();
+  chars.resize(at + length);
+  items_->words.push_back(chars.size());
+  return chars.data() + at;
+}
+
+MetaValue MetaValue::ArrayBuilder::finish() {
   MetaValue m;
   m.type_ = Type::array;
-  m.element_type_ = element_type;
-  m.value_ = std::move(v);
+  m.element_type_ = element_type_;
+  m.value_ = std::shared_ptr<const MetaArrayItems>(std::exchange(items_, std::make_shared<MetaArrayItems>()));
+  return m;
+}
+
+const MetaArrayItems& MetaValue::items() const {
+  if (type_ != Type::array) wrong_type(*this, "array");
+  return *std::get<std::shared_ptr<const MetaArrayItems>>(value_);
+}
+
+size_t MetaValue::array_size() const {
+  const MetaArrayItems& it = items();
+  return element_type_ == Type::array ? it.nested.size() : it.words.size();
+}
+
+namespace {
+void check_index(size_t i, size_t size) {
+  if (i >= size) {
+    throw Error(ErrorCode::invalid_argument,
+                "array item " + std::to_string(i) + " of " + std::to_string(size) + " items");
+  }
+}
+}  // namespace
+
+std::string_view MetaValue::string_item(size_t i) const {
+  const MetaArrayItems& it = items();
+  if (element_type_ != Type::string) {
+    throw Error(ErrorCode::format, "metadata value is an array of " +
+                                       std::string(meta_type_name(element_type_)) + ", expected strings");
+  }
+  check_index(i, it.words.size());
+  const uint64_t begin = i == 0 ? 0 : it.words[i - 1];
+  return std::string_view(it.chars).substr(begin, it.words[i] - begin);
+}
+
+MetaValue MetaValue::array_item(size_t i) const {
+  const MetaArrayItems& it = items();
+  check_index(i, array_size());
+  if (element_type_ == Type::array) return it.nested[i];
+  MetaValue m;
+  m.type_ = element_type_;
+  const uint64_t w = it.words[i];
+  const auto& ti = info(element_type_);
+  if (ti.is_signed) {
+    m.value_ = std::bit_cast<int64_t>(w);
+  } else if (ti.is_unsigned) {
+    m.value_ = w;
+  } else if (ti.is_float) {
+    m.value_ = std::bit_cast<double>(w);
+  } else if (element_type_ == Type::boolean) {
+    m.value_ = w != 0;
+  } else {
+    m.value_ = std::string(string_item(i));
+  }
   return m;
 }
 
@@ -178,11 +289,6 @@ const std::string& MetaValue::as_string() const {
   return std::get<std::string>(value_);
 }
 
-const std::vector<MetaValue>& MetaValue::as_array() const {
-  if (type_ != Type::array) wrong_type(*this, "array");
-  return std::get<std::vector<MetaValue>>(value_);
-}
-
 std::string MetaValue::to_display_string(size_t max_array_items) const {
   const auto& ti = info(type_);
   if (ti.is_signed) return std::to_string(std::get<int64_t>(value_));
@@ -207,15 +313,13 @@ std::string MetaValue::to_display_string(size_t max_array_items) const {
       return out + "\"";
     }
     case Type::array: {
-      const auto& items = std::get<std::vector<MetaValue>>(value_);
+      const size_t n = array_size();
       std::string out = "[";
-      for (size_t i = 0; i < items.size() && i < max_array_items; ++i) {
+      for (size_t i = 0; i < n && i < max_array_items; ++i) {
         if (i) out += ", ";
-        out += items[i].to_display_string(max_array_items);
+        out += array_item(i).to_display_string(max_array_items);
       }
-      if (items.size() > max_array_items) {
-        out += fmt::format(", ... ({} {} items)", items.size(), meta_type_name(element_type_));
-      }
+      if (n > max_array_items) out += fmt::format(", ... ({} {} items)", n, meta_type_name(element_type_));
       return out + "]";
     }
     default: return "?";
@@ -224,7 +328,12 @@ std::string MetaValue::to_display_string(size_t max_array_items) const {
 
 bool operator==(const MetaValue& a, const MetaValue& b) noexcept {
   if (a.type_ != b.type_) return false;
-  if (a.type_ == MetaValue::Type::array && a.element_type_ != b.element_type_) return false;
+  if (a.type_ == MetaValue::Type::array) {
+    if (a.element_type_ != b.element_type_) return false;
+    const auto& ia = std::get<std::shared_ptr<const MetaArrayItems>>(a.value_);
+    const auto& ib = std::get<std::shared_ptr<const MetaArrayItems>>(b.value_);
+    return ia == ib || *ia == *ib;  // float items compare as their bits, like scalars
+  }
   if (info(a.type_).is_float) {
     return std::bit_cast<uint64_t>(std::get<double>(a.value_)) ==
            std::bit_cast<uint64_t>(std::get<double>(b.value_));

@@ -437,7 +437,7 @@ ModelConfig from_gguf(const WeightSource& source) {
   if (c.vocab_size <= 0) {
     if (const MetaValue* tokens = source.metadata().find("tokenizer.ggml.tokens");
         tokens != nullptr && tokens->type() == MetaValue::Type::array) {
-      c.vocab_size = static_cast<int64_t>(tokens->as_array().size());
+      c.vocab_size = static_cast<int64_t>(tokens->array_size());
     } else if (const TensorRecord* embd = source.find("token_embd.weight"); embd != nullptr && embd->shape.rank() == 2) {
       c.vocab_size = embd->shape[0];
     } else {

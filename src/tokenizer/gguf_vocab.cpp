@@ -109,11 +109,22 @@ class MetaReader {
     if (!find(key)) return std::nullopt;
     return guarded(key, [&] { return find(key)->as_int(); });
   }
-  const std::vector<MetaValue>* opt_array(std::string_view key) const {
+  enum class Items { strings, numbers, integers };
+  // The array at `key`, or nullptr when absent; an array of other items fails, naming it.
+  const MetaValue* opt_array(std::string_view key, Items items) const {
     const MetaValue* v = find(key);
     if (!v) return nullptr;
     if (v->type() != MetaValue::Type::array) fail(str_cat(key, " must be an array"));
-    return &v->as_array();
+    const MetaValue probe = v->array_size() > 0 ? v->array_item(0) : MetaValue();
+    const bool fits = v->array_size() == 0 ||
+                      (items == Items::strings ? v->element_type() == MetaValue::Type::string
+                       : items == Items::numbers ? probe.is_number()
+                                                 : probe.is_integer());
+    if (!fits) {
+      const std::string_view wanted = items == Items::strings ? "strings" : items == Items::numbers ? "numbers" : "integers";
+      fail(str_cat(key, " must be an array of ", wanted, ", not of ", meta_type_name(v->element_type())));
+    }
+    return v;
   }
 
  private:
@@ -130,16 +141,16 @@ std::string lowercase_ascii(std::string s) {
 
 std::vector<int32_t> gguf_end_of_turn_ids(const Metadata& md, std::string_view display_name) {
   MetaReader r(md, display_name);
-  const auto* tokens = r.opt_array("tokenizer.ggml.tokens");
-  const auto* types = r.opt_array("tokenizer.ggml.token_type");
-  const size_t n = tokens ? tokens->size() : 0;
+  const MetaValue* tokens = r.opt_array("tokenizer.ggml.tokens", MetaReader::Items::strings);
+  const MetaValue* types = r.opt_array("tokenizer.ggml.token_type", MetaReader::Items::integers);
+  const size_t n = tokens ? tokens->array_size() : 0;
   std::vector<int32_t> out;
   for (std::string_view key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     const auto id = r.opt_int(key);
     if (!id || *id < 0 || static_cast<size_t>(*id) >= n) continue;  // absent, or 0xFFFFFFFF ("none")
     if (types != nullptr) {
-      if (static_cast<size_t>(*id) >= types->size()) continue;
-      const int64_t type = r.guarded("tokenizer.ggml.token_type", [&] { return (*types)[static_cast<size_t>(*id)].as_int(); });
+      if (static_cast<size_t>(*id) >= types->array_size()) continue;
+      const int64_t type = r.guarded("tokenizer.ggml.token_type", [&] { return types->array_item(static_cast<size_t>(*id)).as_int(); });
       if (type != type_control && type != type_user_defined) continue;
     }
     if (std::find(out.begin(), out.end(), static_cast<int32_t>(*id)) == out.end()) out.push_back(static_cast<int32_t>(*id));
@@ -166,28 +177,29 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
   }
 
   // ---- tokens, scores, types ----
-  const auto* tokens = r.opt_array("tokenizer.ggml.tokens");
-  if (!tokens || tokens->empty()) r.fail("tokenizer.ggml.tokens is missing or empty");
-  const size_t n = tokens->size();
+  const MetaValue* tokens = r.opt_array("tokenizer.ggml.tokens", MetaReader::Items::strings);
+  if (!tokens || tokens->array_size() == 0) r.fail("tokenizer.ggml.tokens is missing or empty");
+  const size_t n = tokens->array_size();
   if (n > static_cast<size_t>(INT32_MAX)) r.fail("tokenizer.ggml.tokens is too large");
-  const auto* scores = r.opt_array("tokenizer.ggml.scores");
-  const auto* types = r.opt_array("tokenizer.ggml.token_type");
-  if (scores && scores->size() < n) r.fail("tokenizer.ggml.scores has fewer entries than tokens");
-  if (types && types->size() < n) r.fail("tokenizer.ggml.token_type has fewer entries than tokens");
+  const MetaValue* scores = r.opt_array("tokenizer.ggml.scores", MetaReader::Items::numbers);
+  const MetaValue* types = r.opt_array("tokenizer.ggml.token_type", MetaReader::Items::integers);
+  if (scores && scores->array_size() < n) r.fail("tokenizer.ggml.scores has fewer entries than tokens");
+  if (types && types->array_size() < n) r.fail("tokenizer.ggml.token_type has fewer entries than tokens");
 
   impl->texts.resize(n);
   impl->attrs.assign(n, 0);
   std::vector<float> score_values(n, 0.0f);
   std::vector<int64_t> type_values(n, tok::type_normal);
+  impl->vocab.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
-    std::string text = r.guarded("tokenizer.ggml.tokens", [&] { return (*tokens)[i].as_string(); });
+    std::string text(tokens->string_item(i));
     if (text.empty()) text = str_cat("[EMPTY_", std::to_string(i), "]");  // as llama.cpp names them
     if (impl->vocab.find(text)) r.fail(str_cat("duplicate token '", text, "' in tokenizer.ggml.tokens at ", std::to_string(i)));
     impl->vocab.set(text, id);
     impl->texts[i] = std::move(text);
-    if (scores) score_values[i] = static_cast<float>(r.guarded("tokenizer.ggml.scores", [&] { return (*scores)[i].as_double(); }));
-    if (types) type_values[i] = r.guarded("tokenizer.ggml.token_type", [&] { return (*types)[i].as_int(); });
+    if (scores) score_values[i] = static_cast<float>(r.guarded("tokenizer.ggml.scores", [&] { return scores->array_item(i).as_double(); }));
+    if (types) type_values[i] = r.guarded("tokenizer.ggml.token_type", [&] { return types->array_item(i).as_int(); });
   }
 
   // ---- special ids (llama.cpp defaults for "llama") ----
@@ -269,17 +281,20 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
     impl->pre_tokenizer.add(std::move(bytes));
 
     MergeTable merges;
-    if (const auto* list = r.opt_array("tokenizer.ggml.merges")) {
-      merges.reserve(list->size());
-      for (size_t i = 0; i < list->size(); ++i) {
-        const std::string m = r.guarded("tokenizer.ggml.merges", [&] { return (*list)[i].as_string(); });
+    if (const MetaValue* list = r.opt_array("tokenizer.ggml.merges", MetaReader::Items::strings)) {
+      const size_t count = list->array_size();
+      merges.reserve(count);
+      std::string joined;
+      for (size_t i = 0; i < count; ++i) {
+        const std::string_view m = list->string_item(i);
         const size_t space = m.find(' ', 1);
-        if (space == std::string::npos) r.fail(str_cat("merge '", m, "' is not \"a b\""));
-        const std::string a = m.substr(0, space);
-        const std::string b = m.substr(space + 1);
+        if (space == std::string_view::npos) r.fail(str_cat("merge '", m, "' is not \"a b\""));
+        const std::string_view a = m.substr(0, space);
+        const std::string_view b = m.substr(space + 1);
+        joined.assign(a).append(b);
         const auto ia = impl->vocab.find(a);
         const auto ib = impl->vocab.find(b);
-        const auto ic = impl->vocab.find(a + b);
+        const auto ic = impl->vocab.find(joined);
         // A merge whose parts are not tokens can never fire on token symbols.
         if (ia && ib && ic) merges.insert(*ia, *ib, static_cast<int32_t>(i), *ic);
       }

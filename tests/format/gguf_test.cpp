@@ -168,7 +168,7 @@ TEST_CASE("GGUF v2 and vocab-only files open") {
   vocab.gguf_str("tokenizer.ggml.tokens").u32(9).u32(8).u64(2).gguf_str("a").gguf_str("b");
   auto v = parse_bytes(vocab.data);
   CHECK(v.tensors.empty());
-  CHECK(v.metadata.find("tokenizer.ggml.tokens")->as_array().size() == 2);
+  CHECK(v.metadata.find("tokenizer.ggml.tokens")->array_size() == 2);
 }
 
 TEST_CASE("GGUF bad input") {
@@ -205,6 +205,11 @@ TEST_CASE("GGUF bad input") {
     cut.str("GGUF").u32(3).u64(0).u64(1).gguf_str("k").u32(8).u64(10).str("abc");
     expect_error([&] { parse_bytes(cut.data, "f"); }, ErrorCode::format, "string value of 10 bytes runs past", "f",
                  {}, 24 + 9 + 4);
+    // The second string of an array claims 50 bytes; the error points at its length.
+    Bytes items;
+    items.str("GGUF").u32(3).u64(0).u64(1).gguf_str("k").u32(9).u32(8).u64(2).u64(2).str("ab").u64(50).str("xyz");
+    expect_error([&] { parse_bytes(items.data, "f"); }, ErrorCode::format, "string value of 50 bytes runs past", "f",
+                 {}, 24 + 9 + 4 + 4 + 8 + 10);
     Bytes key;
     key.str("GGUF").u32(3).u64(0).u64(1).u64(1ull << 20).str("abc").zeros(16);
     expect_error([&] { parse_bytes(key.data, "f"); }, ErrorCode::format, "metadata key of 1048576 bytes exceeds", "f", {}, 24);

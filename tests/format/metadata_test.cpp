@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "loom/format.hpp"
 
@@ -26,11 +29,54 @@ TEST_CASE("MetaValue conversions check their types and ranges") {
   CHECK(MetaValue::of_uint(1, MT::u8).is_integer());
   CHECK(MetaValue::of_float(1).is_number());
   CHECK_FALSE(MetaValue::of_string("1").is_number());
-  try {
-    (void)MetaValue::of_string("x").as_array();
-  } catch (const loom::Error& e) {
-    CHECK(std::string(e.what()).find("metadata value is string, expected array") != std::string::npos);
-  }
+  CHECK_THROWS_WITH(MetaValue::of_string("x").array_size(),
+                    Catch::Matchers::Contains("metadata value is string, expected array"));
+}
+
+TEST_CASE("MetaValue arrays give back every item as it was put in") {
+  const std::vector<MetaValue> scalars = {
+      MetaValue::of_int(INT64_MIN, MT::i64), MetaValue::of_int(-1, MT::i64), MetaValue::of_int(INT64_MAX, MT::i64)};
+  const MetaValue ints = MetaValue::of_array(scalars, MT::i64);
+  REQUIRE(ints.array_size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(ints.array_item(i) == scalars[i]);
+  CHECK(ints.array_item(0).as_int() == INT64_MIN);
+  CHECK(MetaValue::of_array({MetaValue::of_uint(UINT64_MAX)}, MT::u64).array_item(0).as_uint() == UINT64_MAX);
+  const MetaValue floats = MetaValue::of_array({MetaValue::of_float(0.1, MT::f32), MetaValue::of_float(-0.0, MT::f32)}, MT::f32);
+  CHECK(floats.array_item(0).as_double() == static_cast<double>(0.1f));
+  CHECK(std::signbit(floats.array_item(1).as_double()));
+  CHECK(floats.array_item(1).type() == MT::f32);
+  CHECK_FALSE(floats == MetaValue::of_array({MetaValue::of_float(0.1, MT::f32), MetaValue::of_float(0.0, MT::f32)}, MT::f32));
+  const MetaValue bools = MetaValue::of_array({MetaValue::of_bool(true), MetaValue::of_bool(false)}, MT::boolean);
+  CHECK(bools.array_item(0).as_bool());
+  CHECK_FALSE(bools.array_item(1).as_bool());
+
+  // Strings are packed back to back: empty ones and embedded NULs keep their bounds.
+  const std::string with_nul("a\0b", 3);
+  MetaValue::ArrayBuilder b(MT::string);
+  b.push(MetaValue::of_string("first"));
+  b.push(MetaValue::of_string(""));
+  std::memcpy(b.push_string(with_nul.size()), with_nul.data(), with_nul.size());
+  b.push(MetaValue::of_string("last"));
+  CHECK_THROWS_AS(b.push(MetaValue::of_uint(1)), loom::Error);
+  const MetaValue strings = b.finish();
+  REQUIRE(strings.array_size() == 4);
+  CHECK(strings.string_item(0) == "first");
+  CHECK(strings.string_item(1).empty());
+  CHECK(strings.string_item(2) == with_nul);
+  CHECK(strings.array_item(3).as_string() == "last");
+  CHECK(strings == MetaValue::of_array({MetaValue::of_string("first"), MetaValue::of_string(""),
+                                        MetaValue::of_string(with_nul), MetaValue::of_string("last")},
+                                       MT::string));
+  CHECK(b.finish().array_size() == 0);  // finish() left the builder empty
+
+  const MetaValue nested = MetaValue::of_array({strings, MetaValue::of_array({}, MT::u8)}, MT::array);
+  CHECK(nested.array_item(0) == strings);
+  CHECK(nested.array_item(1).array_size() == 0);
+  CHECK(nested.array_item(1).element_type() == MT::u8);
+
+  CHECK_THROWS_WITH(strings.array_item(4), Catch::Matchers::Contains("array item 4 of 4 items"));
+  CHECK_THROWS_WITH(ints.string_item(0), Catch::Matchers::Contains("an array of i64, expected strings"));
+  CHECK_THROWS_AS(MetaValue::ArrayBuilder(MT::u8).push_string(1), loom::Error);
 }
 
 TEST_CASE("MetaValue equality is by type and bits") {

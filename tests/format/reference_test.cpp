@@ -50,7 +50,7 @@ TEST_CASE("reference: stories260K in GGUF, safetensors and torch .bin") {
   CHECK(gguf->tensors().size() == 48);
   CHECK(gguf->metadata().size() == 19);
   CHECK(gguf->metadata().find("general.architecture")->as_string() == "llama");
-  CHECK(gguf->metadata().find("tokenizer.ggml.tokens")->as_array().size() == 512);
+  CHECK(gguf->metadata().find("tokenizer.ggml.tokens")->array_size() == 512);
   check_tensors(*gguf, {
                            {"token_embd.weight", DType::f32, {512, 64}, 0x92105060e9e7c6f6ull},
                            {"blk.0.ffn_down.weight", DType::f32, {64, 172}, 0x7961d2c17193b0c3ull},
@@ -152,9 +152,9 @@ TEST_CASE("reference: vocab-only GGUFs open with their tokenizer metadata") {
       CHECK(src->format() == FormatKind::gguf);
       CHECK(src->tensors().empty());
       CHECK(src->metadata().find("tokenizer.ggml.model")->as_string() == v.model);
-      CHECK(src->metadata().find("tokenizer.ggml.tokens")->as_array().size() == v.tokens);
+      CHECK(src->metadata().find("tokenizer.ggml.tokens")->array_size() == v.tokens);
       const auto* merges = src->metadata().find("tokenizer.ggml.merges");
-      CHECK((merges ? merges->as_array().size() : 0) == v.merges);
+      CHECK((merges ? merges->array_size() : 0) == v.merges);
     }
   }
 }

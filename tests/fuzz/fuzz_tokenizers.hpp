@@ -128,19 +128,19 @@ inline std::string spm_model_proto(const SpmProtoSettings& s = {}) {
     out.append(b);
   };
   const Metadata md = spm_gguf_metadata();
-  const auto& tokens = md.find("tokenizer.ggml.tokens")->as_array();
-  const auto& scores = md.find("tokenizer.ggml.scores")->as_array();
-  const auto& types = md.find("tokenizer.ggml.token_type")->as_array();
+  const MetaValue& tokens = *md.find("tokenizer.ggml.tokens");
+  const MetaValue& scores = *md.find("tokenizer.ggml.scores");
+  const MetaValue& types = *md.find("tokenizer.ggml.token_type");
   std::string proto;
-  for (size_t i = 0; i < tokens.size(); ++i) {
+  for (size_t i = 0; i < tokens.array_size(); ++i) {
     std::string piece;
-    bytes(piece, 1, tokens[i].as_string());
-    const auto score = static_cast<float>(scores[i].as_double());
+    bytes(piece, 1, tokens.string_item(i));
+    const auto score = static_cast<float>(scores.array_item(i).as_double());
     char le[4];
     std::memcpy(le, &score, 4);
     varint(piece, (uint64_t{2} << 3) | 5);
     piece.append(le, 4);
-    number(piece, 3, static_cast<uint64_t>(types[i].as_int()));
+    number(piece, 3, static_cast<uint64_t>(types.array_item(i).as_int()));
     bytes(proto, 1, piece);
   }
   std::string trainer;

@@ -188,6 +188,24 @@ TEST_CASE("GGUF tokenizer errors name the problem") {
   Metadata wrong_type = spm_metadata();
   wrong_type.set("tokenizer.ggml.tokens", MetaValue::of_string("not an array"));
   CHECK(code_of(wrong_type) == loom::ErrorCode::format);
+  // Arrays of the wrong items are refused by key, whatever their length.
+  auto message_of = [](const Metadata& md) -> std::string {
+    try {
+      (void)Tokenizer::from_gguf_metadata(md, "bad.gguf");
+    } catch (const loom::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Metadata string_scores = spm_metadata();
+  string_scores.set("tokenizer.ggml.scores", strings({"0", "0", "0"}));
+  CHECK_THAT(message_of(string_scores), Catch::Matchers::Contains("tokenizer.ggml.scores must be an array of numbers, not of string"));
+  Metadata float_types = spm_metadata();
+  float_types.set("tokenizer.ggml.token_type", floats({1, 1, 1}));
+  CHECK_THAT(message_of(float_types), Catch::Matchers::Contains("tokenizer.ggml.token_type must be an array of integers, not of f32"));
+  Metadata int_tokens = spm_metadata();
+  int_tokens.set("tokenizer.ggml.tokens", ints({1, 2}));
+  CHECK_THAT(message_of(int_tokens), Catch::Matchers::Contains("tokenizer.ggml.tokens must be an array of strings, not of i32"));
   Metadata bare;
   bare.set("tokenizer.ggml.model", MetaValue::of_string("gpt2"));
   bare.set("tokenizer.ggml.tokens", strings({"a"}));

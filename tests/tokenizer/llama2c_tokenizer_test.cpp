@@ -34,19 +34,19 @@ std::shared_ptr<const Tokenizer> from_bytes(const std::vector<uint8_t>& bytes) {
 TEST_CASE("llama2c tokenizer: specials, byte tokens and '▁' restored, BPE by scores") {
   const auto vocab = loom::test::llama2c_small_vocab();
   const auto md = loom::tok::llama2c_vocab_metadata(as_text(loom::test::llama2c_tokenizer_file(vocab)), "tok.bin");
-  const auto& tokens = md.find("tokenizer.ggml.tokens")->as_array();
-  const auto& types = md.find("tokenizer.ggml.token_type")->as_array();
-  REQUIRE(tokens.size() == vocab.size());
-  CHECK(tokens[0].as_string() == "<unk>");
-  CHECK(types[0].as_int() == 2);
-  CHECK(tokens[1].as_string() == "<s>");
-  CHECK(types[1].as_int() == 3);
-  CHECK(tokens[2].as_string() == "</s>");
-  CHECK(types[2].as_int() == 3);
-  CHECK(tokens[3 + 0x41].as_string() == "<0x41>");
-  CHECK(types[3 + 0x41].as_int() == 6);
-  CHECK(tokens[259].as_string() == "\xE2\x96\x81t");  // " t" stored, "▁t" meant
-  CHECK(types[259].as_int() == 1);
+  const loom::MetaValue& tokens = *md.find("tokenizer.ggml.tokens");
+  const loom::MetaValue& types = *md.find("tokenizer.ggml.token_type");
+  REQUIRE(tokens.array_size() == vocab.size());
+  CHECK(tokens.string_item(0) == "<unk>");
+  CHECK(types.array_item(0).as_int() == 2);
+  CHECK(tokens.string_item(1) == "<s>");
+  CHECK(types.array_item(1).as_int() == 3);
+  CHECK(tokens.string_item(2) == "</s>");
+  CHECK(types.array_item(2).as_int() == 3);
+  CHECK(tokens.string_item(3 + 0x41) == "<0x41>");
+  CHECK(types.array_item(3 + 0x41).as_int() == 6);
+  CHECK(tokens.string_item(259) == "\xE2\x96\x81t");  // " t" stored, "▁t" meant
+  CHECK(types.array_item(259).as_int() == 1);
   CHECK(md.find("tokenizer.ggml.bos_token_id")->as_int() == 1);
   CHECK(md.find("tokenizer.ggml.eos_token_id")->as_int() == 2);
   CHECK(md.find("tokenizer.ggml.unknown_token_id")->as_int() == 0);
