@@ -21,6 +21,9 @@
 
 struct loom_model {
   std::shared_ptr<const loom::Model> model;
+  // Conversion workers it was loaded with (loom_load_params.n_threads): its draft copies
+  // quantize on as many.
+  int32_t conversion_threads = 2;
 };
 
 struct loom_tokenizer {

@@ -693,8 +693,9 @@ LOOM_API loom_status loom_drafter_create_model(const loom_model *draft, const lo
                                                loom_error **err);
 /* The quantized copy of a model as its draft, without a second file: every projection and
  * embedding matrix converted in memory to `dtype` ("q4_k", "q8_0", "gq4_32", "f16", ...);
- * the copy shares the target's norms, config and tokenizer. Free it with loom_model_free.
- * Any thread. */
+ * the copy shares the target's norms, config and tokenizer. It converts on the calling
+ * thread and as many workers as the target was loaded with (loom_load_params.n_threads);
+ * the copy is the same whatever their number. Free it with loom_model_free. Any thread. */
 LOOM_API loom_status loom_model_draft_copy(const loom_model *target, const char *dtype, loom_model **out,
                                            loom_error **err);
 /* Prompt lookup: the longest recent suffix of the context (max_ngram down to min_ngram

@@ -101,6 +101,7 @@ LOOM_API loom_status loom_model_load(const char* path, const loom_load_params* p
     }
     auto handle = std::make_unique<loom_model>();
     handle->model = loom::load_model(path, options);
+    handle->conversion_threads = options.threads;
     *out = handle.release();
   });
 }

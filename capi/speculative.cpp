@@ -1,10 +1,12 @@
 // C API: speculative decoding — drafters (a draft model, prompt lookup, a host callback),
 // the quantized draft copy of a model, and loom_generate_speculative.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "capi_internal.hpp"
 #include "loom/speculative.hpp"
+#include "loom/thread_pool.hpp"
 
 struct loom_drafter {
   std::unique_ptr<loom::Drafter> drafter;
@@ -78,7 +80,9 @@ LOOM_API loom_status loom_model_draft_copy(const loom_model* target, const char*
     const auto d = loom::dtype_from_name(dtype);
     if (!d) throw loom::Error(loom::ErrorCode::invalid_argument, "unknown dtype '" + std::string(dtype) + "'");
     auto handle = std::make_unique<loom_model>();
-    handle->model = loom::make_draft_copy(*target->model, *d);
+    loom::ThreadPool pool(std::max(0, target->conversion_threads) + 1);  // the workers and this thread
+    handle->model = loom::make_draft_copy(*target->model, *d, &pool);
+    handle->conversion_threads = target->conversion_threads;
     *out = handle.release();
   });
 }

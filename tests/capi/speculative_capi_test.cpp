@@ -167,6 +167,39 @@ TEST_CASE("C API speculative: every drafter reproduces stories260K's greedy 200 
   loom_model_free(target);
 }
 
+TEST_CASE("C API speculative: a draft copy is the same whatever the target's conversion workers") {
+  LOOM_REQUIRE_REFERENCE(ref);
+  const std::string path = (ref / "models" / "tiny-llama" / "tiny-llama-f32.gguf").string();
+  auto logits_of_copy = [&](int32_t workers) {
+    loom_load_params p;
+    loom_load_params_init(&p);
+    p.log_level = LOOM_LOG_OFF;
+    p.n_threads = workers;
+    loom_model* target = nullptr;
+    REQUIRE(loom_model_load(path.c_str(), &p, &target, nullptr) == LOOM_OK);
+    loom_model* copy = nullptr;
+    REQUIRE(loom_model_draft_copy(target, "q4_k", &copy, nullptr) == LOOM_OK);
+    loom_model_free(target);  // the copy keeps what it shares alive
+    loom_session_params sp;
+    loom_session_params_init(&sp);
+    sp.n_threads = 1;
+    loom_session* s = nullptr;
+    REQUIRE(loom_session_create(copy, &sp, &s, nullptr) == LOOM_OK);
+    const int32_t prompt[] = {1, 450, 4996, 17354, 1701, 432, 17204};
+    REQUIRE(loom_prefill(s, prompt, 7, nullptr) == LOOM_OK);
+    size_t n = 0;
+    const float* l = loom_logits(s, &n);
+    std::vector<float> out(l, l + n);
+    loom_session_free(s);
+    loom_model_free(copy);
+    return out;
+  };
+  const auto one = logits_of_copy(1);
+  const auto three = logits_of_copy(3);
+  REQUIRE(one.size() == 32000);
+  CHECK(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)) == 0);
+}
+
 TEST_CASE("C API speculative: bad input gets a clear status") {
   LOOM_REQUIRE_REFERENCE(ref);
   loom_model* target = load_quiet((ref / "models" / "stories260K" / "hf").string());
