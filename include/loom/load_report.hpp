@@ -71,6 +71,14 @@ struct LoadReport {
   std::vector<std::string> ignored;       // non-weight buffers skipped
   std::vector<std::string> notes;         // e.g. "q/k rows kept in GGUF interleaved-RoPE order"
   double load_seconds = 0.0;
+  // Where load_seconds went: opening the files (headers and metadata parsed, any hashes
+  // checked, the config and manifest built); planning, mapping, converting and repacking
+  // the weights; building the tokenizer. The rest is reporting.
+  struct Phases {
+    double open_seconds = 0.0;
+    double weights_seconds = 0.0;
+    double tokenizer_seconds = 0.0;
+  } phases;
   MemoryUsage memory;
   ConvertStats conversion_totals;
   std::string tokenizer;  // where the tokenizer came from, or "" when none

@@ -88,7 +88,8 @@ std::string LoadReport::to_text(bool trace) const {
                      memory.kv_batch, dtype_name(memory.kv_dtype));
   out += fmt::format("rss        {} before, {} peak during load\n", mib(memory.rss_before_bytes),
                      mib(memory.rss_peak_bytes));
-  out += fmt::format("time       {:.3f} s\n", load_seconds);
+  out += fmt::format("time       {:.3f} s (open {:.3f}, weights {:.3f}, tokenizer {:.3f})\n", load_seconds,
+                     phases.open_seconds, phases.weights_seconds, phases.tokenizer_seconds);
   if (!tokenizer.empty()) out += fmt::format("tokenizer  {}\n", tokenizer);
   for (const auto& n : notes) out += fmt::format("note       {}\n", n);
   for (const auto& w : warnings) out += fmt::format("warning    {}: {}\n", problem_kind_name(w.kind), w.detail);
@@ -139,6 +140,10 @@ std::string LoadReport::to_json(bool trace) const {
   w.field("rss_before_bytes", memory.rss_before_bytes).field("rss_peak_bytes", memory.rss_peak_bytes);
   w.end_object();
   w.field("load_seconds", load_seconds);
+  w.key("phases").begin_object();
+  w.field("open_seconds", phases.open_seconds).field("weights_seconds", phases.weights_seconds);
+  w.field("tokenizer_seconds", phases.tokenizer_seconds);
+  w.end_object();
   w.field("tokenizer", tokenizer);
   w.key("notes").begin_array();
   for (const auto& n : notes) w.value(n);

@@ -83,6 +83,9 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
                             " interleaved-RoPE order; RoPE rotates adjacent pairs (no copy)");
   }
 
+  const auto opened = Clock::now();
+  report->phases.open_seconds = std::chrono::duration<double>(opened - start).count();
+
   // Plan: zero-copy views now, conversion jobs for the rest (destinations preallocated).
   ModelWeights weights;
   weights.layers.resize(static_cast<size_t>(config.n_layers));
@@ -108,12 +111,15 @@ std::shared_ptr<const Model> load_model_unguarded(const std::filesystem::path& p
   load::settle_layouts(options, packed_for ? packed_for->as_string() : std::string(), weights, plan.records,
                        report->notes, *pool);
   load::summarize(plan, manifest, config, options, streamed.transient_peak_bytes, *report);
+  const auto weighed = Clock::now();
+  report->phases.weights_seconds = std::chrono::duration<double>(weighed - opened).count();
 
   std::shared_ptr<const Tokenizer> tokenizer;
   if (options.load_tokenizer) {
     tokenizer = load::tokenizer_for(path, *source, *report);
     if (tokenizer) report->tokenizer = tokenizer->name();
   }
+  report->phases.tokenizer_seconds = std::chrono::duration<double>(Clock::now() - weighed).count();
   if (tokenizer) {
     load::add_file_warnings(*report, tokenizer->load_warnings(), log);
     // End-of-generation ids the tokenizer knows (e.g. <|eot_id|>) join the config's.

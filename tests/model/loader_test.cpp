@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -328,6 +329,17 @@ TEST_CASE("the load report renders as text and JSON, with a per-tensor trace") {
   CHECK(json.find("\"format\": \"gguf\"") != std::string::npos);
   CHECK(json.find("\"external\": \"blk.0.attn_q.weight\"") != std::string::npos);
   CHECK(r.to_json(false).find("\"trace\"") == std::string::npos);
+  // The phases are measured, in order, and fit inside the whole.
+  CHECK(r.phases.open_seconds > 0.0);
+  CHECK(r.phases.weights_seconds > 0.0);
+  CHECK(r.phases.tokenizer_seconds >= 0.0);
+  CHECK(r.phases.open_seconds + r.phases.weights_seconds + r.phases.tokenizer_seconds <= r.load_seconds);
+  char phases[96];
+  std::snprintf(phases, sizeof phases, "(open %.3f, weights %.3f, tokenizer %.3f)", r.phases.open_seconds,
+                r.phases.weights_seconds, r.phases.tokenizer_seconds);
+  CHECK(text.find(phases) != std::string::npos);
+  CHECK(json.find("\"phases\"") != std::string::npos);
+  CHECK(json.find("\"tokenizer_seconds\"") != std::string::npos);
 }
 
 TEST_CASE("config.json problems name the field and the file") {
