@@ -41,6 +41,7 @@ struct SweepStep {
   int step;
   float scale, min, error;
 };
+inline constexpr int kSweepMaxItems = 32;  // values the vector sweep takes (the k-quants' groups: 16 or 32)
 SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, int from, float min, float best_error);
 
 // fit_symmetric_scale's candidate steps (quant_k.cpp), in its order, and an AVX-512

@@ -99,7 +99,7 @@ float fit_scale_and_min(int n, int nmax, const float* x, const float* w, uint8_t
   const auto iscale_at = [&](int step) {
     return (rmin + rdelta * static_cast<float>(step) + static_cast<float>(nmax)) / (max - min);
   };
-  if (active_isa() >= Isa::avx512) {
+  if (active_isa() >= Isa::avx512 && n <= kSweepMaxItems) {
     // The same sweep, a candidate a lane (quant_x86.cpp): from each step that beats the
     // best, its levels with the min before it, then the next sweep from the step after.
     const SweepInputs in{n, nmax, x, w, max, sum_w, sum_x, rmin, rdelta, nstep, use_mad};

@@ -106,6 +106,7 @@ LOOM_TARGET_AVX512 __attribute__((always_inline)) inline __m512 clamped_levels(_
 LOOM_TARGET_AVX512 SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, int from, float min, float best_error) {
   const float range = in.max - min;
   const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(in.nmax);
+  __m512 levels[kSweepMaxItems];  // the sums' levels, kept for the error (in.n <= 32)
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int first = from; first <= in.nstep; first += 16) {
     const __m512 step = _mm512_cvtepi32_ps(_mm512_add_epi32(
@@ -116,7 +117,7 @@ LOOM_TARGET_AVX512 SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, i
         _mm512_set1_ps(range));
     __m512 sum_l = _mm512_setzero_ps(), sum_l2 = _mm512_setzero_ps(), sum_xl = _mm512_setzero_ps();
     for (int i = 0; i < in.n; ++i) {
-      const __m512 fl = clamped_levels(iscale, in.x[i] - min, zero, top);
+      const __m512 fl = levels[i] = clamped_levels(iscale, in.x[i] - min, zero, top);
       const __m512 wl = _mm512_mul_ps(_mm512_set1_ps(in.w[i]), fl);
       sum_l = _mm512_add_ps(sum_l, wl);
       sum_l2 = _mm512_add_ps(sum_l2, _mm512_mul_ps(wl, fl));
@@ -131,7 +132,7 @@ LOOM_TARGET_AVX512 SweepStep sweep_scale_and_min_avx512(const SweepInputs& in, i
     this_scale = _mm512_mask_div_ps(this_scale, positive, sum_xl, sum_l2);
     __m512 error = _mm512_setzero_ps();
     for (int i = 0; i < in.n; ++i) {
-      const __m512 fl = clamped_levels(iscale, in.x[i] - min, zero, top);
+      const __m512 fl = levels[i];
       __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(this_scale, fl), this_min), _mm512_set1_ps(in.x[i]));
       diff = in.use_mad ? _mm512_andnot_ps(sign, diff) : _mm512_mul_ps(diff, diff);
       error = _mm512_add_ps(error, _mm512_mul_ps(_mm512_set1_ps(in.w[i]), diff));
