@@ -51,7 +51,7 @@ void Vocab::set(std::string_view text, int32_t id) {
 
 void MergeTable::reserve(size_t n) {
   size_t cap = 16;
-  while (cap < n * 2) cap *= 2;
+  while (cap * 3 < n * 4) cap *= 2;  // at most three quarters full
   if (cap <= slots_.size()) return;
   std::vector<Slot> old;
   old.swap(slots_);
@@ -77,7 +77,7 @@ inline size_t mix(uint64_t k) noexcept {
 }  // namespace
 
 void MergeTable::insert(int32_t left, int32_t right, int32_t rank, int32_t id) {
-  if ((count_ + 1) * 2 > slots_.size()) grow();
+  if ((count_ + 1) * 4 > slots_.size() * 3) grow();
   const uint64_t k = key(left, right);
   const size_t mask = slots_.size() - 1;
   for (size_t i = mix(k) & mask;; i = (i + 1) & mask) {
