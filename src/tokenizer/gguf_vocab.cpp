@@ -195,8 +195,9 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
     const auto id = static_cast<int32_t>(i);
     std::string text(tokens->string_item(i));
     if (text.empty()) text = str_cat("[EMPTY_", std::to_string(i), "]");  // as llama.cpp names them
-    if (impl->vocab.find(text)) r.fail(str_cat("duplicate token '", text, "' in tokenizer.ggml.tokens at ", std::to_string(i)));
-    impl->vocab.set(text, id);
+    if (!impl->vocab.set(text, id)) {
+      r.fail(str_cat("duplicate token '", text, "' in tokenizer.ggml.tokens at ", std::to_string(i)));
+    }
     impl->texts[i] = std::move(text);
     if (scores) score_values[i] = static_cast<float>(r.guarded("tokenizer.ggml.scores", [&] { return scores->array_item(i).as_double(); }));
     if (types) type_values[i] = r.guarded("tokenizer.ggml.token_type", [&] { return types->array_item(i).as_int(); });

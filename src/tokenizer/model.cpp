@@ -9,10 +9,19 @@
 
 namespace loom::tok {
 
+namespace {
+// The slots of an open-addressing table: the smallest power of two, at least 16, that
+// holds `n` entries at most `full_num / full_den` full.
+size_t slots_for(size_t n, size_t full_num, size_t full_den) {
+  size_t cap = 16;
+  while (cap * full_num < n * full_den) cap *= 2;
+  return cap;
+}
+}  // namespace
+
 void Vocab::reserve(size_t n) {
   entries_.reserve(n);
-  size_t cap = 16;
-  while (cap < n * 2) cap *= 2;
+  const size_t cap = slots_for(n, 1, 2);
   if (cap > slots_.size()) rehash(cap);
 }
 
@@ -26,9 +35,9 @@ void Vocab::rehash(size_t slot_count) {
   }
 }
 
-void Vocab::set(std::string_view text, int32_t id) {
+bool Vocab::set(std::string_view text, int32_t id) {
   max_id_ = std::max(max_id_, id);
-  if ((entries_.size() + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+  if ((entries_.size() + 1) * 2 > slots_.size()) rehash(slots_for(entries_.size() + 1, 1, 2));
   const size_t h = hash(text);
   const auto tag = static_cast<uint32_t>(h >> 32);
   size_t i = h & (slots_.size() - 1);
@@ -36,7 +45,7 @@ void Vocab::set(std::string_view text, int32_t id) {
     Entry& e = entries_[slots_[i].entry - 1];
     if (slots_[i].tag == tag && text_of(e) == text) {
       e.id = id;
-      return;
+      return false;
     }
   }
   if (chars_.size() + text.size() > UINT32_MAX || entries_.size() >= UINT32_MAX - 1) {
@@ -45,13 +54,13 @@ void Vocab::set(std::string_view text, int32_t id) {
   entries_.push_back(Entry{static_cast<uint32_t>(chars_.size()), static_cast<uint32_t>(text.size()), id});
   chars_.append(text);
   slots_[i] = Slot{tag, static_cast<uint32_t>(entries_.size())};
+  return true;
 }
 
 // ---- MergeTable ----
 
 void MergeTable::reserve(size_t n) {
-  size_t cap = 16;
-  while (cap * 3 < n * 4) cap *= 2;  // at most three quarters full
+  const size_t cap = slots_for(n, 3, 4);
   if (cap <= slots_.size()) return;
   std::vector<Slot> old;
   old.swap(slots_);

@@ -31,8 +31,8 @@ using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::eq
 class Vocab {
  public:
   void reserve(size_t n);
-  // Adds or replaces an entry; `id` may leave gaps.
-  void set(std::string_view text, int32_t id);
+  // Adds or replaces an entry; `id` may leave gaps. True when `text` was new.
+  bool set(std::string_view text, int32_t id);
   std::optional<int32_t> find(std::string_view text) const noexcept {
     if (slots_.empty()) return std::nullopt;
     const size_t h = hash(text);

@@ -81,14 +81,14 @@ TEST_CASE("Vocab finds every text it holds, replaces ids in place and walks in i
   // embed NULs, and one empty text.
   std::vector<std::string> texts = {"", std::string("a\0b", 3), std::string("a\0c", 3)};
   for (int i = 0; i < 5000; ++i) texts.push_back("tok" + std::to_string(i));
-  for (size_t i = 0; i < texts.size(); ++i) v.set(texts[i], static_cast<int32_t>(2 * i));
+  for (size_t i = 0; i < texts.size(); ++i) CHECK(v.set(texts[i], static_cast<int32_t>(2 * i)));  // each new
   REQUIRE(v.size() == texts.size());
   for (size_t i = 0; i < texts.size(); ++i) CHECK(v.find(texts[i]) == static_cast<int32_t>(2 * i));
   CHECK_FALSE(v.find("tok5000").has_value());
   CHECK_FALSE(v.find(std::string("a\0", 2)).has_value());
   CHECK(v.max_id() == static_cast<int32_t>(2 * (texts.size() - 1)));
 
-  v.set("tok7", 1);  // replaces: same entry, new id; max_id keeps the largest seen
+  CHECK_FALSE(v.set("tok7", 1));  // replaces: same entry, new id; max_id keeps the largest seen
   CHECK(v.size() == texts.size());
   CHECK(v.find("tok7") == 1);
   CHECK(v.max_id() == static_cast<int32_t>(2 * (texts.size() - 1)));
