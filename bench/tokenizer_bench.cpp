@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <random>
@@ -61,20 +60,12 @@ const std::string& mixed_text() {
   return text;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 std::shared_ptr<const loom::Tokenizer> load(const std::string& rel) {
   const fs::path p = reference_dir() / rel;
   if (!fs::exists(p)) return nullptr;
-  if (p.extension() == ".json") {
-    const fs::path cfg = p.parent_path() / "tokenizer_config.json";
-    return loom::Tokenizer::from_tokenizer_json(read_text(p), fs::exists(cfg) ? read_text(cfg) : std::string(),
-                                                p.string());
-  }
-  return loom::Tokenizer::load(p);
+  // A tokenizer.json through its directory, as a model directory's load reads it (the
+  // file and tokenizer_config.json beside it, read by the library).
+  return loom::Tokenizer::load(p.filename() == "tokenizer.json" ? p.parent_path() : p);
 }
 
 void encode_bench(benchmark::State& state, const std::string& rel) {

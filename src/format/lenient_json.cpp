@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "loom/error.hpp"
 
 namespace loom::format {
@@ -70,6 +72,23 @@ size_t utf8_sequence(std::string_view s, size_t i) noexcept {
     if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0;
   }
   return len;
+}
+
+// The index of the quote that closes the string whose body starts at `i` (just past its
+// opening quote), or text.size() when it never closes. A quote closes the string unless
+// an odd run of backslashes escapes it; memchr finds the candidates, so the passes below
+// cross string bodies (most of a tokenizer.json) at memchr's speed, not a byte at a time.
+size_t closing_quote(std::string_view text, size_t i) noexcept {
+  while (i < text.size()) {
+    const void* q = std::memchr(text.data() + i, '"', text.size() - i);
+    if (q == nullptr) return text.size();
+    const auto at = static_cast<size_t>(static_cast<const char*>(q) - text.data());
+    size_t slashes = 0;
+    while (at - slashes > i && text[at - slashes - 1] == '\\') ++slashes;
+    if (slashes % 2 == 0) return at;
+    i = at + 1;
+  }
+  return text.size();
 }
 
 std::string shown(char c) {
@@ -273,17 +292,8 @@ BlankedJson blank_json_extras(std::string_view text, const std::string& file) {
   // trailing if the next significant character closes its container.
   char last = 0;
   size_t comma = std::string_view::npos;
-  bool in_string = false;
   for (; i < text.size(); ++i) {
     const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, whatever it is (\" and \\ included)
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
     if (is_space(c)) continue;
     if (c == '/' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '*')) {
       size_t end = 0;
@@ -314,8 +324,8 @@ BlankedJson blank_json_extras(std::string_view text, const std::string& file) {
     // A comma after a value ("1," "\"a\"," "]," "}," "true,") may be a trailing one; after
     // an opening bracket, a colon or another comma it is an error simdjson reports.
     if (c == ',' && last != 0 && last != '[' && last != '{' && last != ',' && last != ':') comma = i;
-    if (c == '"') in_string = true;
     last = c;
+    if (c == '"') i = closing_quote(text, i + 1);  // the loop's ++i steps past it
   }
   out.text = b.take();
   return out;
@@ -341,17 +351,11 @@ std::optional<JsonSyntaxError> find_json_syntax_error(std::string_view text) { r
 
 std::string widen_huge_integers(std::string_view text) {
   std::string out;
-  bool in_string = false;
   size_t copied = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-      continue;
-    }
     if (c == '"') {
-      in_string = true;
+      i = closing_quote(text, i + 1);
       continue;
     }
     if (!is_digit(c)) continue;

@@ -283,22 +283,14 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
 
     MergeTable merges;
     if (const MetaValue* list = r.opt_array("tokenizer.ggml.merges", MetaReader::Items::strings)) {
-      const size_t count = list->array_size();
-      merges.reserve(count);
-      std::string joined;
-      for (size_t i = 0; i < count; ++i) {
+      auto texts = [&](size_t i) -> std::pair<std::string_view, std::string_view> {
         const std::string_view m = list->string_item(i);
         const size_t space = m.find(' ', 1);
         if (space == std::string_view::npos) r.fail(str_cat("merge '", m, "' is not \"a b\""));
-        const std::string_view a = m.substr(0, space);
-        const std::string_view b = m.substr(space + 1);
-        joined.assign(a).append(b);
-        const auto ia = impl->vocab.find(a);
-        const auto ib = impl->vocab.find(b);
-        const auto ic = impl->vocab.find(joined);
-        // A merge whose parts are not tokens can never fire on token symbols.
-        if (ia && ib && ic) merges.insert(*ia, *ib, static_cast<int32_t>(i), *ic);
-      }
+        return {m.substr(0, space), m.substr(space + 1)};
+      };
+      // A merge whose parts are not tokens can never fire on token symbols: left out.
+      merges = build_merge_table(impl->vocab, list->array_size(), texts, [](size_t, std::string_view, std::string_view) {});
     } else {
       r.fail("tokenizer.ggml.merges is missing (needed by the gpt2 tokenizer model)");
     }

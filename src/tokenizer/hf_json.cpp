@@ -398,39 +398,36 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
   }
   const auto vocab_el = r.field(*model, "vocab");
   if (!vocab_el) r.fail("BPE model without \"vocab\"");
-  for (auto [key, value] : r.obj(*vocab_el, "model.vocab")) {
+  const object vocab_obj = r.obj(*vocab_el, "model.vocab");
+  impl->vocab.reserve(vocab_obj.size());
+  for (auto [key, value] : vocab_obj) {
     impl->vocab.set(key, r.token_id(value, "vocab id"));
   }
 
   MergeTable merges;
   if (const auto merges_el = r.field(*model, "merges")) {
     const array list = r.arr(*merges_el, "model.merges");
-    merges.reserve(list.size());
-    int32_t rank = 0;
-    std::string a, b, joined;
-    for (element m : list) {
+    // Merge i's two texts (views into the parser's strings); asked for in rank order.
+    auto next = list.begin();
+    auto texts = [&](size_t) -> std::pair<std::string_view, std::string_view> {
+      const element m = *next;
+      ++next;
       if (m.is_string()) {
         const std::string_view s = r.string(m, "merge");
         const size_t space = s.find(' ', 1);
         if (space == std::string_view::npos) r.fail(str_cat("merge '", s, "' is not \"a b\""));
-        a.assign(s.substr(0, space));
-        b.assign(s.substr(space + 1));
-      } else {
-        const array pair = r.arr(m, "merge");
-        if (pair.size() != 2) r.fail("merge must be a pair of strings");
-        a.assign(r.string(pair.at(0).value_unsafe(), "merge"));
-        b.assign(r.string(pair.at(1).value_unsafe(), "merge"));
+        return {s.substr(0, space), s.substr(space + 1)};
       }
-      const auto ia = impl->vocab.find(a);
-      const auto ib = impl->vocab.find(b);
-      joined.assign(a).append(b);
-      const auto ic = impl->vocab.find(joined);
-      if (!ia || !ib || !ic) {
-        r.fail(str_cat("merge '", a, " ", b, "' (rank ", std::to_string(rank), ") uses a token missing from the vocabulary"));
-      }
-      merges.insert(*ia, *ib, rank, *ic);
-      ++rank;
-    }
+      const array pair = r.arr(m, "merge");
+      if (pair.size() != 2) r.fail("merge must be a pair of strings");
+      return {r.string(pair.at(0).value_unsafe(), "merge"), r.string(pair.at(1).value_unsafe(), "merge")};
+    };
+    merges = build_merge_table(
+        impl->vocab, list.size(), texts,
+        [&](size_t rank, std::string_view a, std::string_view b) {
+          r.fail(str_cat("merge '", a, " ", b, "' (rank ", std::to_string(rank),
+                         ") uses a token missing from the vocabulary"));
+        });
   }
   // "dropout" is a training-time regularizer: encoding here is always deterministic.
   BpeModel::Options opts;

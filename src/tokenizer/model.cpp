@@ -57,6 +57,32 @@ bool Vocab::set(std::string_view text, int32_t id) {
   return true;
 }
 
+void Vocab::find_batch(std::span<const std::string_view> texts, std::span<int32_t> ids) const noexcept {
+  const size_t n = std::min(texts.size(), kFindBatch);
+  if (slots_.empty()) {
+    std::fill_n(ids.begin(), n, -1);
+    return;
+  }
+  const size_t mask = slots_.size() - 1;
+  std::array<size_t, kFindBatch> h;
+  for (size_t i = 0; i < n; ++i) {
+    h[i] = hash(texts[i]);
+    __builtin_prefetch(&slots_[h[i] & mask]);
+  }
+  // The first slot of each: most texts are found there (the table is at most half full).
+  auto first_match = [&](size_t i) -> const Slot* {
+    const Slot& s = slots_[h[i] & mask];
+    return s.entry != 0 && s.tag == static_cast<uint32_t>(h[i] >> 32) ? &s : nullptr;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (const Slot* s = first_match(i)) __builtin_prefetch(&entries_[s->entry - 1]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (const Slot* s = first_match(i)) __builtin_prefetch(chars_.data() + entries_[s->entry - 1].offset);
+  }
+  for (size_t i = 0; i < n; ++i) ids[i] = find(texts[i], h[i]).value_or(-1);
+}
+
 // ---- MergeTable ----
 
 void MergeTable::reserve(size_t n) {
@@ -84,6 +110,10 @@ inline size_t mix(uint64_t k) noexcept {
   return static_cast<size_t>(k);
 }
 }  // namespace
+
+void MergeTable::prefetch(int32_t left, int32_t right) const noexcept {
+  if (!slots_.empty()) __builtin_prefetch(&slots_[mix(key(left, right)) & (slots_.size() - 1)]);
+}
 
 void MergeTable::insert(int32_t left, int32_t right, int32_t rank, int32_t id) {
   if ((count_ + 1) * 4 > slots_.size() * 3) grow();

@@ -132,6 +132,33 @@ TEST_CASE("lenient JSON: comment markers and commas inside strings are never tou
   CHECK(p.warnings[0] == "cfg.json: 1 comment was ignored");
 }
 
+TEST_CASE("lenient JSON: a quote ends a string after an even run of backslashes, never after an odd one") {
+  // Strings ending in runs of 1 to 4 backslashes before their quotes, then forgiven
+  // trailing commas, and huge integers after them (widened) and inside a string behind
+  // escaped quotes (untouched).
+  const std::string text =
+      R"({"one": "a\"],", "two": "b\\", "three": "c\\\"}", "four": "d\\\\", "n": [1000000000000000000000,],)"
+      R"( "s": "\"1000000000000000000000\"", "m": 2000000000000000000000,})";
+  Parsed p;
+  parse(p, text, {.widen_huge_integers = true});
+  CHECK(str(p.root, "one") == "a\"],");
+  CHECK(str(p.root, "two") == "b\\");
+  CHECK(str(p.root, "three") == "c\\\"}");
+  CHECK(str(p.root, "four") == "d\\\\");
+  CHECK(str(p.root, "s") == "\"1000000000000000000000\"");
+  double n = 0, m = 0;
+  REQUIRE(p.root["n"].at(0).get(n) == simdjson::SUCCESS);
+  REQUIRE(p.root["m"].get(m) == simdjson::SUCCESS);
+  CHECK(n == Approx(1e21));
+  CHECK(m == Approx(2e21));
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(p.warnings[0] == "cfg.json: 2 trailing commas were ignored");
+  // An unterminated string runs to the end: nothing after its quote is blanked or widened.
+  CHECK(f::blank_json_extras(R"({"a": "x\\\", "b": 1,})", "cfg.json").forgiven.trailing_commas == 0);
+  CHECK(f::widen_huge_integers(R"(["x\", 1000000000000000000000])").empty());
+  CHECK(f::widen_huge_integers(R"(["abc\\", 1000000000000000000000])") == R"(["abc\\", 1000000000000000000000.0])");
+}
+
 TEST_CASE("lenient JSON: broken JSON names the file, line and column") {
   struct Case {
     std::string text;

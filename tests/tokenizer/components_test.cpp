@@ -4,6 +4,7 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
@@ -105,6 +106,77 @@ TEST_CASE("Vocab finds every text it holds, replaces ids in place and walks in i
   reserved.set("x", 5);
   CHECK(reserved.find("x") == 5);
   CHECK(reserved.size() == 1);
+}
+
+TEST_CASE("Vocab::find_batch gives find's ids, -1 for texts it lacks") {
+  Vocab empty;
+  std::vector<std::string_view> one = {"a"};
+  std::vector<int32_t> got(1, 7);
+  empty.find_batch(one, got);
+  CHECK(got[0] == -1);
+
+  Vocab v;
+  for (int i = 0; i < 3000; ++i) v.set("t" + std::to_string(i), 3 * i + 1);
+  v.set("", 0);
+  // A full batch: present, absent, empty, repeated, and texts that share a prefix.
+  std::vector<std::string> texts;
+  for (size_t k = 0; k < Vocab::kFindBatch; ++k) {
+    texts.push_back(k % 3 == 0 ? "t" + std::to_string(k * 31 % 3000) : k % 3 == 1 ? "u" + std::to_string(k) : "t");
+  }
+  texts[5] = "";
+  texts[8] = texts[0];
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  std::vector<int32_t> ids(views.size(), 99);
+  v.find_batch(views, ids);
+  for (size_t k = 0; k < views.size(); ++k) CHECK(ids[k] == v.find(views[k]).value_or(-1));
+  CHECK(ids[0] == 1);   // "t0"
+  CHECK(ids[5] == 0);   // ""
+  CHECK(ids[1] == -1);  // "u1"
+  CHECK(ids[8] == 1);
+}
+
+TEST_CASE("build_merge_table ranks merges by position, keeps the first of a repeated pair, and hands the caller those it cannot map") {
+  Vocab v;
+  const std::vector<std::string> tokens = {"a", "b", "c", "ab", "bc", "abc", "ca", "cab"};
+  for (size_t i = 0; i < tokens.size(); ++i) v.set(tokens[i], static_cast<int32_t>(10 + i));
+  // 100 merges, so they span several batches: the pairs below at fixed ranks, fillers of
+  // a missing token elsewhere, and a repeat of "a b" at rank 90.
+  std::vector<std::pair<std::string, std::string>> merges(100);
+  for (size_t i = 0; i < merges.size(); ++i) merges[i] = {"x" + std::to_string(i), "a"};
+  merges[3] = {"a", "b"};
+  merges[40] = {"b", "c"};
+  merges[41] = {"ab", "c"};
+  merges[63] = {"c", "ab"};
+  merges[90] = {"a", "b"};
+  merges[99] = {"c", "a"};
+  size_t asked = 0;
+  std::vector<size_t> missing_ranks;
+  const MergeTable table = build_merge_table(
+      v, merges.size(),
+      [&](size_t i) -> std::pair<std::string_view, std::string_view> {
+        CHECK(i == asked++);  // once each, in order
+        return {merges[i].first, merges[i].second};
+      },
+      [&](size_t rank, std::string_view left, std::string_view right) {
+        CHECK(left == merges[rank].first);
+        CHECK(right == merges[rank].second);
+        missing_ranks.push_back(rank);
+      });
+  CHECK(asked == merges.size());
+  CHECK(missing_ranks.size() == 94);  // every filler
+  CHECK(std::is_sorted(missing_ranks.begin(), missing_ranks.end()));
+  CHECK(table.size() == 5);
+  const auto* ab = table.find(10, 11);
+  REQUIRE(ab != nullptr);
+  CHECK(ab->rank == 3);  // not 90
+  CHECK(ab->id == 13);
+  REQUIRE(table.find(13, 12) != nullptr);
+  CHECK(table.find(13, 12)->rank == 41);
+  CHECK(table.find(13, 12)->id == 15);
+  CHECK(table.find(12, 13)->id == 17);  // "c" + "ab" = "cab"
+  CHECK(table.find(12, 10)->id == 16);  // "c" + "a" = "ca", rank 99
+  CHECK(table.find(12, 10)->rank == 99);
+  CHECK(table.find(10, 12) == nullptr);
 }
 
 TEST_CASE("utf8_next decodes valid characters and flags every kind of invalid byte") {
