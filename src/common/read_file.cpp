@@ -37,7 +37,7 @@ std::string read_file(const std::filesystem::path& path) {
 
   std::string text;
   // The size is a hint (files in /proc say 0, a file may grow): read until end of file.
-  if (S_ISREG(st.st_mode) && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
+  if (S_ISREG(st.st_mode) && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size) + kReadFilePadding);
   char buffer[64 * 1024];
   for (;;) {
     const ssize_t n = ::read(f.fd, buffer, sizeof buffer);
@@ -49,6 +49,7 @@ std::string read_file(const std::filesystem::path& path) {
     }
     text.append(buffer, static_cast<size_t>(n));
   }
+  if (text.capacity() - text.size() < kReadFilePadding) text.reserve(text.size() + kReadFilePadding);  // it grew
   return text;
 }
 

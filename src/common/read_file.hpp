@@ -9,10 +9,16 @@
 // called from any thread.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 
 namespace loom {
+
+// The returned string's capacity holds at least this many bytes past its end, so a JSON
+// parser that reads ahead (simdjson needs 64 readable bytes) can parse it where it is
+// instead of copying it (format::LenientJsonOptions::padded_input).
+inline constexpr size_t kReadFilePadding = 64;
 
 std::string read_file(const std::filesystem::path& path);
 

@@ -4,9 +4,12 @@
 
 #include <cstring>
 
+#include "common/read_file.hpp"
 #include "loom/error.hpp"
 
 namespace loom::format {
+
+static_assert(kReadFilePadding >= simdjson::SIMDJSON_PADDING, "read_file's strings are parsed in place");
 
 namespace {
 
@@ -380,9 +383,16 @@ simdjson::dom::element parse_lenient_json(simdjson::dom::parser& parser, simdjso
   BlankedJson blanked = blank_json_extras(text, file);
   const std::string_view clean = blanked.changed() ? std::string_view(blanked.text) : text;
   const std::string widened = options.widen_huge_integers ? widen_huge_integers(clean) : std::string();
-  storage = simdjson::padded_string(widened.empty() ? clean : std::string_view(widened));
   simdjson::dom::element root;
-  if (const auto err = parser.parse(storage).get(root); err != simdjson::SUCCESS) {
+  simdjson::error_code err;
+  if (options.padded_input && !blanked.changed() && widened.empty()) {
+    // A tokenizer.json is megabytes: no copy of it where the caller's buffer will do.
+    err = parser.parse(text.data(), text.size(), /*realloc_if_needed=*/false).get(root);
+  } else {
+    storage = simdjson::padded_string(widened.empty() ? clean : std::string_view(widened));
+    err = parser.parse(storage).get(root);
+  }
+  if (err != simdjson::SUCCESS) {
     // Positions are found in the blanked text (same offsets as the file), before any
     // widening shifted them.
     if (const auto at = find_json_syntax_error(clean)) {

@@ -67,10 +67,14 @@ std::string widen_huge_integers(std::string_view text);
 
 struct LenientJsonOptions {
   bool widen_huge_integers = false;  // see widen_huge_integers()
+  // The caller promises simdjson::SIMDJSON_PADDING readable bytes past the text's end
+  // (read_file's strings have them): when nothing needs blanking or widening the text is
+  // parsed where it is, and `storage` stays empty, instead of being copied into it.
+  bool padded_input = false;
 };
 
 // Parses a side file leniently. `storage` keeps the (padded) text alive as long as the
-// returned element. When something was forgiven and `warnings` is not null, appends
+// returned element (when the text was copied: see padded_input). When something was forgiven and `warnings` is not null, appends
 // "<file>: <what was ignored>". Throws Error(format) naming `file`, with the line and
 // column (and byte offset) of the first problem.
 simdjson::dom::element parse_lenient_json(simdjson::dom::parser& parser, simdjson::padded_string& storage,

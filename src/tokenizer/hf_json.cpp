@@ -43,8 +43,9 @@ class JsonReader {
   // beyond 64 bits (transformers' model_max_length = int(1e30)) become doubles, which
   // loom never reads. `file` names the document in errors and warnings.
   element parse(simdjson::dom::parser& parser, simdjson::padded_string& storage, std::string_view text,
-                const std::string& file, std::vector<std::string>& warnings) const {
-    return format::parse_lenient_json(parser, storage, text, file, &warnings, {.widen_huge_integers = true});
+                const std::string& file, std::vector<std::string>& warnings, bool padded = false) const {
+    return format::parse_lenient_json(parser, storage, text, file, &warnings,
+                                      {.widen_huge_integers = true, .padded_input = padded});
   }
 
   std::optional<element> field(element obj, std::string_view key) const {
@@ -380,13 +381,13 @@ constexpr std::string_view kBosFlagClasses[] = {
 
 std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json,
                                                           std::string_view config_json,
-                                                          std::string_view display_name) {
+                                                          std::string_view display_name, bool json_padded) {
   const JsonReader r(display_name);
   auto impl = std::make_unique<Tokenizer::Impl>();
   impl->name = std::string(display_name);
   simdjson::dom::parser parser;
   simdjson::padded_string padded;
-  const element doc = r.parse(parser, padded, json, impl->name, impl->load_warnings);
+  const element doc = r.parse(parser, padded, json, impl->name, impl->load_warnings, json_padded);
   if (!doc.is_object()) r.fail("tokenizer.json must be a JSON object");
 
   // ---- model ----

@@ -85,7 +85,8 @@ std::shared_ptr<const Tokenizer> load_json(const fs::path& json_path) {
   std::string config;
   std::error_code ec;
   if (fs::is_regular_file(config_path, ec)) config = read_file(config_path);
-  auto impl = tok::build_from_tokenizer_json(read_file(json_path), config, json_path.string());
+  const std::string json = read_file(json_path);
+  auto impl = tok::build_from_tokenizer_json(json, config, json_path.string(), /*json_padded=*/true);
   // Newer model repositories keep the chat template in its own file.
   const fs::path jinja = dir / "chat_template.jinja";
   if (impl->chat_template.empty() && fs::is_regular_file(jinja, ec)) impl->chat_template = read_file(jinja);

@@ -104,10 +104,12 @@ struct Tokenizer::Impl {
 
 namespace tok {
 
-// Builders (throw loom::Error naming `display_name`).
+// Builders (throw loom::Error naming `display_name`). `json_padded`: the json text has
+// simdjson's padding readable past its end (read_file's strings): parsed without a copy.
 std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json,
                                                           std::string_view config_json,
-                                                          std::string_view display_name);
+                                                          std::string_view display_name,
+                                                          bool json_padded = false);
 std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string_view display_name);
 
 // Token texts that end a turn (llama.cpp's end-of-generation list), as data.

@@ -159,6 +159,37 @@ TEST_CASE("lenient JSON: a quote ends a string after an even run of backslashes,
   CHECK(f::widen_huge_integers(R"(["abc\\", 1000000000000000000000])") == R"(["abc\\", 1000000000000000000000.0])");
 }
 
+TEST_CASE("lenient JSON: padded input is parsed where it lies unless something had to be forgiven") {
+  std::string text = R"({"vocab": {"a": 1, "b": 2}, "s": "x"})";
+  text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  Parsed p;
+  parse(p, text, {.widen_huge_integers = true, .padded_input = true});
+  CHECK(p.storage.size() == 0);  // no copy
+  CHECK(str(p.root, "s") == "x");
+  CHECK(num(p.root["vocab"], "b") == 2);
+  CHECK(p.warnings.empty());
+
+  std::string commented = R"({"s": "y", // a comment
+})";
+  commented.reserve(commented.size() + simdjson::SIMDJSON_PADDING);
+  Parsed q;
+  parse(q, commented, {.padded_input = true});
+  CHECK(q.storage.size() > 0);  // the blanked copy
+  CHECK(str(q.root, "s") == "y");
+  CHECK(q.warnings.size() == 1);
+
+  std::string broken = "{\"s\": [1, 2}";
+  broken.reserve(broken.size() + simdjson::SIMDJSON_PADDING);
+  Parsed r;
+  try {
+    parse(r, broken, {.padded_input = true});
+    FAIL("broken JSON parsed");
+  } catch (const loom::Error& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("line 1, column 12") != std::string::npos);
+  }
+}
+
 TEST_CASE("lenient JSON: broken JSON names the file, line and column") {
   struct Case {
     std::string text;
