@@ -73,9 +73,9 @@ struct LenientJsonOptions {
   bool padded_input = false;
 };
 
-// Parses a side file leniently. `storage` keeps the (padded) text alive as long as the
-// returned element (when the text was copied: see padded_input). When something was forgiven and `warnings` is not null, appends
-// "<file>: <what was ignored>". Throws Error(format) naming `file`, with the line and
+// Parses a side file leniently. `storage` keeps the (padded) copy of the text, when one
+// was made (see padded_input), alive as long as the returned element. When something was
+// forgiven and `warnings` is not null, appends "<file>: <what was ignored>". Throws Error(format) naming `file`, with the line and
 // column (and byte offset) of the first problem.
 simdjson::dom::element parse_lenient_json(simdjson::dom::parser& parser, simdjson::padded_string& storage,
                                           std::string_view text, const std::string& file,

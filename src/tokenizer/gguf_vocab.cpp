@@ -3,7 +3,9 @@
 // '▁' for spaces; "gpt2" = byte-level BPE after the pre-tokenizer regexes that
 // `tokenizer.ggml.pre` names.
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <span>
 #include <string>
 
 #include "loom/error.hpp"
@@ -191,14 +193,27 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
   std::vector<float> score_values(n, 0.0f);
   std::vector<int64_t> type_values(n, tok::type_normal);
   impl->vocab.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto id = static_cast<int32_t>(i);
-    std::string text(tokens->string_item(i));
-    if (text.empty()) text = str_cat("[EMPTY_", std::to_string(i), "]");  // as llama.cpp names them
-    if (!impl->vocab.set(text, id)) {
-      r.fail(str_cat("duplicate token '", text, "' in tokenizer.ggml.tokens at ", std::to_string(i)));
+  // The texts into the vocabulary a batch at a time (Vocab::set_batch), an empty one as
+  // llama.cpp names it.
+  std::array<std::string_view, tok::Vocab::kFindBatch> batch_texts;
+  std::array<int32_t, tok::Vocab::kFindBatch> batch_ids;
+  for (size_t first = 0; first < n; first += batch_texts.size()) {
+    const size_t count = std::min(batch_texts.size(), n - first);
+    for (size_t k = 0; k < count; ++k) {
+      const size_t i = first + k;
+      impl->texts[i] = tokens->string_item(i);
+      if (impl->texts[i].empty()) impl->texts[i] = str_cat("[EMPTY_", std::to_string(i), "]");
+      batch_texts[k] = impl->texts[i];
+      batch_ids[k] = static_cast<int32_t>(i);
     }
-    impl->texts[i] = std::move(text);
+    const size_t dup =
+        impl->vocab.set_batch(std::span(batch_texts).first(count), std::span(batch_ids).first(count));
+    if (dup < count) {
+      r.fail(str_cat("duplicate token '", batch_texts[dup], "' in tokenizer.ggml.tokens at ",
+                     std::to_string(first + dup)));
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
     if (scores) score_values[i] = static_cast<float>(r.guarded("tokenizer.ggml.scores", [&] { return scores->array_item(i).as_double(); }));
     if (types) type_values[i] = r.guarded("tokenizer.ggml.token_type", [&] { return types->array_item(i).as_int(); });
   }
@@ -290,7 +305,8 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
         return {m.substr(0, space), m.substr(space + 1)};
       };
       // A merge whose parts are not tokens can never fire on token symbols: left out.
-      merges = build_merge_table(impl->vocab, list->array_size(), texts, [](size_t, std::string_view, std::string_view) {});
+      merges = build_merge_table(impl->vocab, list->array_size(), texts,
+                                 [](size_t, std::string_view, std::string_view) {});
     } else {
       r.fail("tokenizer.ggml.merges is missing (needed by the gpt2 tokenizer model)");
     }

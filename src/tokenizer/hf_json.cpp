@@ -2,6 +2,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <string>
 
 #include "format/lenient_json.hpp"
@@ -401,8 +403,21 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
   if (!vocab_el) r.fail("BPE model without \"vocab\"");
   const object vocab_obj = r.obj(*vocab_el, "model.vocab");
   impl->vocab.reserve(vocab_obj.size());
-  for (auto [key, value] : vocab_obj) {
-    impl->vocab.set(key, r.token_id(value, "vocab id"));
+  {
+    // A batch at a time (Vocab::set_batch); the keys are views into the parser's strings.
+    std::array<std::string_view, Vocab::kFindBatch> keys;
+    std::array<int32_t, Vocab::kFindBatch> ids;
+    size_t count = 0;
+    auto flush = [&] {
+      impl->vocab.set_batch(std::span(keys).first(count), std::span(ids).first(count));
+      count = 0;
+    };
+    for (auto [key, value] : vocab_obj) {
+      keys[count] = key;
+      ids[count] = r.token_id(value, "vocab id");
+      if (++count == keys.size()) flush();
+    }
+    flush();
   }
 
   MergeTable merges;

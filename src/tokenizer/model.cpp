@@ -35,10 +35,9 @@ void Vocab::rehash(size_t slot_count) {
   }
 }
 
-bool Vocab::set(std::string_view text, int32_t id) {
+bool Vocab::set(std::string_view text, size_t h, int32_t id) {
   max_id_ = std::max(max_id_, id);
   if ((entries_.size() + 1) * 2 > slots_.size()) rehash(slots_for(entries_.size() + 1, 1, 2));
-  const size_t h = hash(text);
   const auto tag = static_cast<uint32_t>(h >> 32);
   size_t i = h & (slots_.size() - 1);
   for (; slots_[i].entry != 0; i = (i + 1) & (slots_.size() - 1)) {
@@ -57,8 +56,35 @@ bool Vocab::set(std::string_view text, int32_t id) {
   return true;
 }
 
+size_t Vocab::set_batch(std::span<const std::string_view> texts, std::span<const int32_t> ids) {
+  size_t first_present = texts.size();
+  std::array<size_t, kFindBatch> h;
+  for (size_t first = 0; first < texts.size(); first += kFindBatch) {
+    const size_t n = std::min(kFindBatch, texts.size() - first);
+    // The table grows (if it must) before the batch, so the slots requested are the ones
+    // probed.
+    if ((entries_.size() + n) * 2 > slots_.size()) rehash(slots_for(entries_.size() + n, 1, 2));
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = 0; i < n; ++i) {
+      h[i] = hash(texts[first + i]);
+      __builtin_prefetch(&slots_[h[i] & mask]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!set(texts[first + i], h[i], ids[first + i]) && first_present == texts.size()) first_present = first + i;
+    }
+  }
+  return first_present;
+}
+
 void Vocab::find_batch(std::span<const std::string_view> texts, std::span<int32_t> ids) const noexcept {
-  const size_t n = std::min(texts.size(), kFindBatch);
+  if (texts.size() > kFindBatch) {
+    for (size_t first = 0; first < texts.size(); first += kFindBatch) {
+      const size_t count = std::min(kFindBatch, texts.size() - first);
+      find_batch(texts.subspan(first, count), ids.subspan(first, count));
+    }
+    return;
+  }
+  const size_t n = texts.size();
   if (slots_.empty()) {
     std::fill_n(ids.begin(), n, -1);
     return;

@@ -34,12 +34,17 @@ class Vocab {
  public:
   void reserve(size_t n);
   // Adds or replaces an entry; `id` may leave gaps. True when `text` was new.
-  bool set(std::string_view text, int32_t id);
+  bool set(std::string_view text, int32_t id) { return set(text, hash(text), id); }
+  // set(texts[i], ids[i]) for each i in order, kFindBatch at a time with each batch's
+  // slots requested before any is probed (as find_batch: a 128K-token vocabulary's slots
+  // are 2 MiB, each insert's first probe a cache miss). Returns the index of the first
+  // text that was already there (its id replaced, as set() does), or texts.size().
+  size_t set_batch(std::span<const std::string_view> texts, std::span<const int32_t> ids);
   std::optional<int32_t> find(std::string_view text) const noexcept { return find(text, hash(text)); }
-  // The ids of up to kFindBatch texts at once (-1 where a text is not in the vocabulary),
-  // each stage's reads (slots, then entries, then texts) requested for all of them before
-  // the next stage reads any: a lookup in a large vocabulary is three dependent cache
-  // misses, which find() takes one after another.
+  // ids[i] = texts[i]'s id, or -1 where it is not in the vocabulary (ids holds at least
+  // texts.size()). kFindBatch texts at a time, each stage's reads (slots, then entries,
+  // then texts) requested for all of them before the next stage reads any: a lookup in a
+  // large vocabulary is three dependent cache misses, which find() takes one after another.
   static constexpr size_t kFindBatch = 96;
   void find_batch(std::span<const std::string_view> texts, std::span<int32_t> ids) const noexcept;
   size_t size() const noexcept { return entries_.size(); }
@@ -51,6 +56,7 @@ class Vocab {
   }
 
  private:
+  bool set(std::string_view text, size_t h, int32_t id);
   std::optional<int32_t> find(std::string_view text, size_t h) const noexcept {
     if (slots_.empty()) return std::nullopt;
     const auto tag = static_cast<uint32_t>(h >> 32);

@@ -1,14 +1,23 @@
 // libFuzzer harness: tokenizer.json documents (models, normalizers, pre-tokenizers,
 // decoders, post-processors, added tokens). A document that loads is also used: a
-// fixed text is encoded and decoded, and every id's piece is read.
+// fixed text is encoded and decoded, and every id's piece is read. Each document is
+// also built as a model directory's load builds it: parsed in place from a buffer with
+// simdjson's padding past its end (read_file's strings), where the public call copies.
 #include <string>
 #include <string_view>
 
 #include "loom/error.hpp"
 #include "loom/tokenizer.hpp"
+#include "tokenizer/tokenizer_impl.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  try {
+    std::string padded(text);
+    padded.reserve(padded.size() + 64);
+    (void)loom::tok::build_from_tokenizer_json(padded, {}, "tokenizer.json", /*json_padded=*/true);
+  } catch (const loom::Error&) {
+  }
   try {
     const auto tok = loom::Tokenizer::from_tokenizer_json(text, "tokenizer.json");
     static const std::string sample = "Hello, world! \xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80 <s> 12345\n\t  x\xFF";

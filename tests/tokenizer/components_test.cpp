@@ -108,6 +108,36 @@ TEST_CASE("Vocab finds every text it holds, replaces ids in place and walks in i
   CHECK(reserved.size() == 1);
 }
 
+TEST_CASE("Vocab::set_batch sets in order as set() does and names the first text it already had") {
+  // 250 texts (more than two batches) into an empty table that must grow on the way,
+  // with two repeats: the first is reported, both replace the id as set() does.
+  std::vector<std::string> texts;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 250; ++i) {
+    texts.push_back("w" + std::to_string(i));
+    ids.push_back(1000 + i);
+  }
+  texts[150] = "w7";
+  texts[200] = "w120";
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  Vocab v;
+  CHECK(v.set_batch(views, ids) == 150);
+  CHECK(v.size() == 248);
+  CHECK(v.find("w7") == 1150);    // replaced by the later id
+  CHECK(v.find("w120") == 1200);
+  CHECK(v.find("w249") == 1249);
+  CHECK_FALSE(v.find("w150").has_value());
+  CHECK(v.max_id() == 1249);
+  std::vector<std::string> order;
+  v.for_each([&](std::string_view text, int32_t) { order.emplace_back(text); });
+  REQUIRE(order.size() == 248);
+  CHECK(order[7] == "w7");
+  CHECK(order[149] == "w149");
+  CHECK(order[150] == "w151");  // the repeat added no entry
+  Vocab fresh;
+  CHECK(fresh.set_batch(std::span(views).first(100), std::span(ids).first(100)) == 100);  // all new
+}
+
 TEST_CASE("Vocab::find_batch gives find's ids, -1 for texts it lacks") {
   Vocab empty;
   std::vector<std::string_view> one = {"a"};
@@ -118,9 +148,9 @@ TEST_CASE("Vocab::find_batch gives find's ids, -1 for texts it lacks") {
   Vocab v;
   for (int i = 0; i < 3000; ++i) v.set("t" + std::to_string(i), 3 * i + 1);
   v.set("", 0);
-  // A full batch: present, absent, empty, repeated, and texts that share a prefix.
+  // Two and a half batches: present, absent, empty, repeated, and texts that share a prefix.
   std::vector<std::string> texts;
-  for (size_t k = 0; k < Vocab::kFindBatch; ++k) {
+  for (size_t k = 0; k < 5 * Vocab::kFindBatch / 2; ++k) {
     texts.push_back(k % 3 == 0 ? "t" + std::to_string(k * 31 % 3000) : k % 3 == 1 ? "u" + std::to_string(k) : "t");
   }
   texts[5] = "";
@@ -135,7 +165,7 @@ TEST_CASE("Vocab::find_batch gives find's ids, -1 for texts it lacks") {
   CHECK(ids[8] == 1);
 }
 
-TEST_CASE("build_merge_table ranks merges by position, keeps the first of a repeated pair, and hands the caller those it cannot map") {
+TEST_CASE("build_merge_table ranks merges by position, keeps a repeated pair's first, hands back those it cannot map") {
   Vocab v;
   const std::vector<std::string> tokens = {"a", "b", "c", "ab", "bc", "abc", "ca", "cab"};
   for (size_t i = 0; i < tokens.size(); ++i) v.set(tokens[i], static_cast<int32_t>(10 + i));
