@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/huge_pages.hpp"
 #include "loom/error.hpp"
 
 namespace loom {
@@ -37,7 +38,10 @@ std::string read_file(const std::filesystem::path& path) {
 
   std::string text;
   // The size is a hint (files in /proc say 0, a file may grow): read until end of file.
-  if (S_ISREG(st.st_mode) && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size) + kReadFilePadding);
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    text.reserve(static_cast<size_t>(st.st_size) + kReadFilePadding);
+    advise_huge_pages(text.data(), text.capacity());  // a tokenizer.json is megabytes
+  }
   char buffer[64 * 1024];
   for (;;) {
     const ssize_t n = ::read(f.fd, buffer, sizeof buffer);

@@ -1,5 +1,3 @@
-#include <sys/mman.h>
-
 #include "loom/tensor.hpp"
 
 #include <atomic>
@@ -7,6 +5,7 @@
 #include <new>
 
 #include "common/checked.hpp"
+#include "common/huge_pages.hpp"
 #include "loom/error.hpp"
 #include "tensor/packing.hpp"
 
@@ -45,33 +44,11 @@ std::string_view packing_name(Packing packing) noexcept { return packing_info(pa
 
 // ---- Storage ----
 
-namespace {
-
 // Large owned buffers hold converted weights that decode streams once per token. On
 // 4 KiB pages such a stream is physically scattered and the hardware prefetchers stop
 // at every page boundary; measured on the small bench model, f16 decode ran at 50
-// instead of 70 tokens/s when its buffer came from reused (fragmented) memory. Where
-// transparent huge pages are enabled for madvise'd ranges this asks for 2 MiB pages on
-// the aligned interior of the buffer; elsewhere it is a harmless no-op.
-constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kHugePageMinBuffer = size_t{4} << 20;
-
-void advise_huge_pages(void* p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-  if (bytes < kHugePageMinBuffer) return;
-  const auto begin = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t first = (begin + kHugePage - 1) / kHugePage * kHugePage;
-  const uintptr_t last = (begin + bytes) / kHugePage * kHugePage;
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
-}  // namespace
-
-
+// instead of 70 tokens/s when its buffer came from reused (fragmented) memory. So each
+// asks for 2 MiB pages (advise_huge_pages, common/huge_pages.hpp).
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   if (device != Device::cpu) {
     throw Error(ErrorCode::unsupported, "only the CPU device is implemented");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/huge_pages.hpp"
 #include "loom/error.hpp"
 
 #include "tokenizer/unicode.hpp"
@@ -26,6 +27,9 @@ void Vocab::reserve(size_t n) {
 }
 
 void Vocab::rehash(size_t slot_count) {
+  std::vector<Slot>().swap(slots_);  // the old slots go first: rehash reads entries_ only
+  slots_.reserve(slot_count);
+  advise_huge_pages(slots_.data(), slot_count * sizeof(Slot));
   slots_.assign(slot_count, Slot{0, 0});
   for (size_t k = 0; k < entries_.size(); ++k) {
     const size_t h = hash(text_of(entries_[k]));
@@ -116,6 +120,8 @@ void MergeTable::reserve(size_t n) {
   if (cap <= slots_.size()) return;
   std::vector<Slot> old;
   old.swap(slots_);
+  slots_.reserve(cap);
+  advise_huge_pages(slots_.data(), cap * sizeof(Slot));  // Llama 3's merges: 8 MiB
   slots_.assign(cap, Slot{});
   count_ = 0;
   for (const auto& s : old) {

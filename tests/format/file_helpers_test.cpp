@@ -1,5 +1,6 @@
 // The library's shared file helpers: common/read_file (every whole-file read of a side
-// file) and format/atomic_file (every temp-file-then-rename write).
+// file), common/huge_pages (the range a large buffer asks 2 MiB pages for) and
+// format/atomic_file (every temp-file-then-rename write).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/huge_pages.hpp"
 #include "common/read_file.hpp"
 #include "format/atomic_file.hpp"
 #include "support/format_fixtures.hpp"
@@ -50,6 +52,28 @@ TEST_CASE("read_file: a missing file or a directory is an io error naming it") {
                "cannot open file: No such file or directory", missing.string());
   expect_error([&] { (void)loom::read_file(dir.path()); }, ErrorCode::io, "is a directory",
                dir.path().string());
+}
+
+TEST_CASE("huge_page_range: the whole 2 MiB pages inside a buffer of 4 MiB or more, nothing outside it") {
+  constexpr uintptr_t kMiB = uintptr_t{1} << 20;
+  auto at = [](uintptr_t a) { return reinterpret_cast<const void*>(a); };
+  // Aligned start: every whole page of the buffer.
+  auto r = loom::huge_page_range(at(64 * kMiB), 5 * kMiB);
+  CHECK(r.first == 64 * kMiB);
+  CHECK(r.last == 68 * kMiB);
+  // Unaligned start and end: only the pages wholly inside.
+  r = loom::huge_page_range(at(64 * kMiB + 4096), 6 * kMiB);
+  CHECK(r.first == 66 * kMiB);
+  CHECK(r.last == 70 * kMiB);
+  // Under 4 MiB, or no buffer: nothing.
+  r = loom::huge_page_range(at(64 * kMiB), 4 * kMiB - 1);
+  CHECK(r.first == r.last);
+  r = loom::huge_page_range(nullptr, 16 * kMiB);
+  CHECK(r.first == r.last);
+  // A real buffer: advised, still whole.
+  std::vector<uint8_t> big(9 * kMiB + 123, 7);
+  loom::advise_huge_pages(big.data(), big.size());
+  CHECK(std::count(big.begin(), big.end(), uint8_t{7}) == static_cast<std::ptrdiff_t>(big.size()));
 }
 
 TEST_CASE("AtomicFile: commit puts exactly the written bytes in place and leaves no temporary") {
