@@ -75,8 +75,9 @@ struct LenientJsonOptions {
 
 // Parses a side file leniently. `storage` keeps the (padded) copy of the text, when one
 // was made (see padded_input), alive as long as the returned element. When something was
-// forgiven and `warnings` is not null, appends "<file>: <what was ignored>". Throws Error(format) naming `file`, with the line and
-// column (and byte offset) of the first problem.
+// forgiven and `warnings` is not null, appends "<file>: <what was ignored>". Throws
+// Error(format) naming `file`, with the line and column (and byte offset) of the first
+// problem.
 simdjson::dom::element parse_lenient_json(simdjson::dom::parser& parser, simdjson::padded_string& storage,
                                           std::string_view text, const std::string& file,
                                           std::vector<std::string>* warnings,

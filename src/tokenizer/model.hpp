@@ -116,8 +116,9 @@ class MergeTable {
 
 // Merges 0..n-1 (rank = index) as a table of ids, merge i's two texts given by
 // texts(i) -> std::pair<std::string_view, std::string_view>, called once for each i in
-// order (so it may walk a list), its views valid until i + Vocab::kFindBatch / 3. A merge whose left, right or
-// joined text is not in `vocab` goes to missing(i, left, right): throw there to refuse the
+// order (so it may walk a list); the views must stay valid until the merges of i's batch
+// (Vocab::kFindBatch / 3 of them) are inserted. A merge whose left, right or joined text
+// is not in `vocab` goes to missing(i, left, right): throw there to refuse the
 // vocabulary, return to leave the merge out (it could never fire on token symbols). The
 // lookups and inserts go a batch of merges at a time (Vocab::find_batch,
 // MergeTable::prefetch): a vocabulary's merges are most of its load (Llama 3: 280K
@@ -146,7 +147,9 @@ MergeTable build_merge_table(const Vocab& vocab, size_t n, Texts&& texts, Missin
     }
     vocab.find_batch(std::span(views).first(3 * count), std::span(ids).first(3 * count));
     for (size_t k = 0; k < count; ++k) {
-      if (ids[3 * k] >= 0 && ids[3 * k + 1] >= 0 && ids[3 * k + 2] >= 0) table.prefetch(ids[3 * k], ids[3 * k + 1]);
+      if (ids[3 * k] >= 0 && ids[3 * k + 1] >= 0 && ids[3 * k + 2] >= 0) {
+        table.prefetch(ids[3 * k], ids[3 * k + 1]);
+      }
     }
     for (size_t k = 0; k < count; ++k) {
       if (ids[3 * k] < 0 || ids[3 * k + 1] < 0 || ids[3 * k + 2] < 0) {
