@@ -3,9 +3,7 @@
 // '▁' for spaces; "gpt2" = byte-level BPE after the pre-tokenizer regexes that
 // `tokenizer.ggml.pre` names.
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <span>
 #include <string>
 
 #include "loom/error.hpp"
@@ -193,25 +191,14 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
   std::vector<float> score_values(n, 0.0f);
   std::vector<int64_t> type_values(n, tok::type_normal);
   impl->vocab.reserve(n);
-  // The texts into the vocabulary a batch at a time (Vocab::set_batch), an empty one as
-  // llama.cpp names it.
-  std::array<std::string_view, tok::Vocab::kFindBatch> batch_texts;
-  std::array<int32_t, tok::Vocab::kFindBatch> batch_ids;
-  for (size_t first = 0; first < n; first += batch_texts.size()) {
-    const size_t count = std::min(batch_texts.size(), n - first);
-    for (size_t k = 0; k < count; ++k) {
-      const size_t i = first + k;
-      impl->texts[i] = tokens->string_item(i);
-      if (impl->texts[i].empty()) impl->texts[i] = str_cat("[EMPTY_", std::to_string(i), "]");
-      batch_texts[k] = impl->texts[i];
-      batch_ids[k] = static_cast<int32_t>(i);
-    }
-    const size_t dup =
-        impl->vocab.set_batch(std::span(batch_texts).first(count), std::span(batch_ids).first(count));
-    if (dup < count) {
-      r.fail(str_cat("duplicate token '", batch_texts[dup], "' in tokenizer.ggml.tokens at ",
-                     std::to_string(first + dup)));
-    }
+  // Each text kept, an empty one named as llama.cpp names it, and into the vocabulary.
+  const size_t dup = impl->vocab.set_each(n, [&](size_t i) {
+    impl->texts[i] = tokens->string_item(i);
+    if (impl->texts[i].empty()) impl->texts[i] = str_cat("[EMPTY_", std::to_string(i), "]");
+    return std::pair<std::string_view, int32_t>{impl->texts[i], static_cast<int32_t>(i)};
+  });
+  if (dup < n) {
+    r.fail(str_cat("duplicate token '", impl->texts[dup], "' in tokenizer.ggml.tokens at ", std::to_string(dup)));
   }
   for (size_t i = 0; i < n; ++i) {
     if (scores) score_values[i] = static_cast<float>(r.guarded("tokenizer.ggml.scores", [&] { return scores->array_item(i).as_double(); }));
@@ -300,9 +287,9 @@ std::unique_ptr<Tokenizer::Impl> build_from_gguf(const Metadata& md, std::string
     if (const MetaValue* list = r.opt_array("tokenizer.ggml.merges", MetaReader::Items::strings)) {
       auto texts = [&](size_t i) -> std::pair<std::string_view, std::string_view> {
         const std::string_view m = list->string_item(i);
-        const size_t space = m.find(' ', 1);
-        if (space == std::string_view::npos) r.fail(str_cat("merge '", m, "' is not \"a b\""));
-        return {m.substr(0, space), m.substr(space + 1)};
+        const auto parts = split_merge(m);
+        if (!parts) r.fail(str_cat("merge '", m, "' is not \"a b\""));
+        return *parts;
       };
       // A merge whose parts are not tokens can never fire on token symbols: left out.
       merges = build_merge_table(impl->vocab, list->array_size(), texts,

@@ -2,8 +2,6 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <array>
-#include <span>
 #include <string>
 
 #include "format/lenient_json.hpp"
@@ -403,22 +401,12 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
   if (!vocab_el) r.fail("BPE model without \"vocab\"");
   const object vocab_obj = r.obj(*vocab_el, "model.vocab");
   impl->vocab.reserve(vocab_obj.size());
-  {
-    // A batch at a time (Vocab::set_batch); the keys are views into the parser's strings.
-    std::array<std::string_view, Vocab::kFindBatch> keys;
-    std::array<int32_t, Vocab::kFindBatch> ids;
-    size_t count = 0;
-    auto flush = [&] {
-      impl->vocab.set_batch(std::span(keys).first(count), std::span(ids).first(count));
-      count = 0;
-    };
-    for (auto [key, value] : vocab_obj) {
-      keys[count] = key;
-      ids[count] = r.token_id(value, "vocab id");
-      if (++count == keys.size()) flush();
-    }
-    flush();
-  }
+  auto next_token = vocab_obj.begin();  // keys are views into the parser's strings
+  impl->vocab.set_each(vocab_obj.size(), [&](size_t) {
+    const auto [key, value] = *next_token;
+    ++next_token;
+    return std::pair<std::string_view, int32_t>{key, r.token_id(value, "vocab id")};
+  });
 
   MergeTable merges;
   if (const auto merges_el = r.field(*model, "merges")) {
@@ -430,9 +418,9 @@ std::unique_ptr<Tokenizer::Impl> build_from_tokenizer_json(std::string_view json
       ++next;
       if (m.is_string()) {
         const std::string_view s = r.string(m, "merge");
-        const size_t space = s.find(' ', 1);
-        if (space == std::string_view::npos) r.fail(str_cat("merge '", s, "' is not \"a b\""));
-        return {s.substr(0, space), s.substr(space + 1)};
+        const auto parts = split_merge(s);
+        if (!parts) r.fail(str_cat("merge '", s, "' is not \"a b\""));
+        return *parts;
       }
       const array pair = r.arr(m, "merge");
       if (pair.size() != 2) r.fail("merge must be a pair of strings");

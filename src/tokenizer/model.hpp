@@ -15,7 +15,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace loom::tok {
@@ -40,6 +42,23 @@ class Vocab {
   // are 2 MiB, each insert's first probe a cache miss). Returns the index of the first
   // text that was already there (its id replaced, as set() does), or texts.size().
   size_t set_batch(std::span<const std::string_view> texts, std::span<const int32_t> ids);
+  // set_batch over entries 0..n-1, entry(i) -> std::pair<std::string_view, int32_t> called
+  // once for each i in order (so it may walk a list); its text must stay valid until the
+  // entries of i's batch (kFindBatch of them) are inserted. Returns the index of the first
+  // text that was already there, or n.
+  template <class Entry>
+  size_t set_each(size_t n, Entry&& entry) {
+    std::array<std::string_view, kFindBatch> texts;
+    std::array<int32_t, kFindBatch> ids;
+    size_t first_present = n;
+    for (size_t first = 0; first < n; first += kFindBatch) {
+      const size_t count = std::min(kFindBatch, n - first);
+      for (size_t k = 0; k < count; ++k) std::tie(texts[k], ids[k]) = entry(first + k);
+      const size_t present = set_batch(std::span(texts).first(count), std::span(ids).first(count));
+      if (present < count && first_present == n) first_present = first + present;
+    }
+    return first_present;
+  }
   std::optional<int32_t> find(std::string_view text) const noexcept { return find(text, hash(text)); }
   // ids[i] = texts[i]'s id, or -1 where it is not in the vocabulary (ids holds at least
   // texts.size()). kFindBatch texts at a time, each stage's reads (slots, then entries,
@@ -113,6 +132,15 @@ class MergeTable {
   std::vector<Slot> slots_;
   size_t count_ = 0;
 };
+
+// A merge written as one string, "left right" (GGUF's tokenizer.ggml.merges, older
+// tokenizer.json files): split at the first space after the first byte (a left part may
+// itself be a space), or nullopt when there is none.
+inline std::optional<std::pair<std::string_view, std::string_view>> split_merge(std::string_view merge) {
+  const size_t space = merge.find(' ', 1);
+  if (space == std::string_view::npos) return std::nullopt;
+  return std::pair{merge.substr(0, space), merge.substr(space + 1)};
+}
 
 // Merges 0..n-1 (rank = index) as a table of ids, merge i's two texts given by
 // texts(i) -> std::pair<std::string_view, std::string_view>, called once for each i in

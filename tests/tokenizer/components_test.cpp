@@ -136,6 +136,27 @@ TEST_CASE("Vocab::set_batch sets in order as set() does and names the first text
   CHECK(order[150] == "w151");  // the repeat added no entry
   Vocab fresh;
   CHECK(fresh.set_batch(std::span(views).first(100), std::span(ids).first(100)) == 100);  // all new
+
+  // set_each: the same entries through a callback asked once each, in order.
+  Vocab each;
+  size_t asked = 0;
+  CHECK(each.set_each(views.size(), [&](size_t i) {
+    CHECK(i == asked++);
+    return std::pair<std::string_view, int32_t>{views[i], ids[i]};
+  }) == 150);
+  CHECK(asked == views.size());
+  CHECK(each.size() == 248);
+  CHECK(each.find("w7") == 1150);
+  CHECK(each.find("w249") == 1249);
+}
+
+TEST_CASE("split_merge splits at the first space after the first byte") {
+  CHECK(split_merge("\xC4\xA0 \xC4\xA0") == std::pair<std::string_view, std::string_view>{"\xC4\xA0", "\xC4\xA0"});
+  CHECK(split_merge("  a") == std::pair<std::string_view, std::string_view>{" ", "a"});  // a space on the left
+  CHECK(split_merge("a b c") == std::pair<std::string_view, std::string_view>{"a", "b c"});
+  CHECK_FALSE(split_merge("ab").has_value());
+  CHECK_FALSE(split_merge(" ").has_value());
+  CHECK_FALSE(split_merge("").has_value());
 }
 
 TEST_CASE("Vocab::find_batch gives find's ids, -1 for texts it lacks") {
